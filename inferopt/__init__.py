@@ -1,0 +1,23 @@
+"""inferopt: the shared package behind the course notebooks.
+
+Modules hold one thing each (see README "Where things live"):
+paths, envcheck, model_prep, engine (the live vLLM server), nbtools (lab generation,
+notebook cleaning) and the chapter engines (decision, memory, planner, bench, monitoring).
+Importing the package sets plotly's default renderer to the mime-type renderer so that a
+notebook saved from JupyterLab stores figure JSON (no HTML with random ids) and nbval can
+compare it.
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+
+def _set_plotly_renderer() -> None:
+    try:
+        import plotly.io as pio
+    except ImportError:  # plotly is optional for the CLI
+        return
+    pio.renderers.default = "plotly_mimetype"
+
+
+_set_plotly_renderer()

@@ -1,0 +1,226 @@
+"""Notebook housekeeping: generate student labs from solutions, clean and (re)run notebooks.
+
+``solutions/`` is the single source. A code cell's region between ``### BEGIN SOLUTION`` and
+``### END SOLUTION`` becomes ``# YOUR CODE HERE`` + ``raise NotImplementedError()`` in ``labs/``
+(nbgrader's markers and output, done by this small tool so no nbgrader course folder is needed);
+a markdown region between ``BEGIN SOLUTION`` and ``END SOLUTION`` becomes ``YOUR ANSWER HERE``.
+Lab outputs are cleared.
+
+Commands (``python -m inferopt.nbtools ...``):
+  labs                 regenerate labs/ from solutions/
+  check                fail if labs/ is stale or a stored notebook is not clean
+  clean [NB ...]       normalise metadata of stored notebooks (all by default)
+  run NB [NB ...]      execute notebooks in place (real outputs), clean them, regenerate labs
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import re
+import sys
+from pathlib import Path
+
+from .paths import CHAPTERS, LABS, REPO_ROOT, SOLUTIONS
+
+FIX_LABS = "make labs   (or: .venv/bin/python -m inferopt.nbtools labs)"
+FIX_CLEAN = "make clean-notebooks   (or: .venv/bin/python -m inferopt.nbtools clean)"
+
+_CODE_STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
+_MD_STUB = "YOUR ANSWER HERE"
+_BEGIN_CODE = re.compile(r"^([ \t]*)### BEGIN SOLUTION[ \t]*$")
+_END_CODE = re.compile(r"^[ \t]*### END SOLUTION[ \t]*$")
+_BEGIN_MD = re.compile(r"^\s*(<!--\s*)?BEGIN SOLUTION(\s*-->)?\s*$")
+_END_MD = re.compile(r"^\s*(<!--\s*)?END SOLUTION(\s*-->)?\s*$")
+
+KEEP_NB_META = {"kernelspec", "language_info"}
+KEEP_CELL_META = {"tags"}
+
+
+def _source(cell) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def _strip_region(text: str, begin: re.Pattern, end: re.Pattern, stub: str, where: str) -> str:
+    out, inside = [], False
+    for line in text.split("\n"):
+        m = begin.match(line)
+        if m and not inside:
+            inside = True
+            indent = m.group(1) if m.groups() and m.group(1) and not m.group(1).startswith("<") else ""
+            out.extend(indent + s for s in stub.split("\n"))
+            continue
+        if inside and end.match(line):
+            inside = False
+            continue
+        if not inside:
+            out.append(line)
+    if inside:
+        raise ValueError(f"{where}: BEGIN SOLUTION without END SOLUTION")
+    return "\n".join(out)
+
+
+def make_lab(solution: dict, where: str = "notebook") -> dict:
+    """Return the student version of a solution notebook (solution regions stubbed, outputs cleared)."""
+    nb = copy.deepcopy(solution)
+    for i, cell in enumerate(nb["cells"]):
+        src = _source(cell)
+        if cell["cell_type"] == "code":
+            src = _strip_region(src, _BEGIN_CODE, _END_CODE, _CODE_STUB, f"{where} cell {i}")
+            cell["outputs"] = []
+            cell["execution_count"] = None
+        elif cell["cell_type"] == "markdown":
+            src = _strip_region(src, _BEGIN_MD, _END_MD, _MD_STUB, f"{where} cell {i}")
+        cell["source"] = src
+    return clean(nb)
+
+
+def clean(nb: dict) -> dict:
+    """Drop stray metadata (widget state, timings, editor settings); keep kernelspec and tags."""
+    nb = copy.deepcopy(nb)
+    meta = {k: v for k, v in nb.get("metadata", {}).items() if k in KEEP_NB_META}
+    if "language_info" in meta:
+        meta["language_info"] = {"name": "python"}
+    meta.setdefault("kernelspec", {"display_name": "Python 3", "language": "python", "name": "python3"})
+    nb["metadata"] = meta
+    for cell in nb["cells"]:
+        cell["metadata"] = {k: v for k, v in cell.get("metadata", {}).items() if k in KEEP_CELL_META}
+        cell["source"] = _source(cell)
+        for out in cell.get("outputs", []):
+            out.get("metadata", {}).pop("execution", None)
+            if "metadata" in out and not out["metadata"] and out.get("output_type") in ("display_data", "execute_result"):
+                out["metadata"] = {}
+    return nb
+
+
+def _dumps(nb: dict) -> str:
+    import nbformat
+
+    text = nbformat.writes(nbformat.from_dict(nb))
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def stored_notebooks() -> list[Path]:
+    return sorted(CHAPTERS.glob("*.ipynb")) + sorted(SOLUTIONS.glob("*.ipynb"))
+
+
+def lab_path(solution: Path) -> Path:
+    return LABS / solution.name
+
+
+def generate_labs() -> list[Path]:
+    LABS.mkdir(exist_ok=True)
+    written = []
+    for sol in sorted(SOLUTIONS.glob("*.ipynb")):
+        text = _dumps(make_lab(_load(sol), where=str(sol.relative_to(REPO_ROOT))))
+        target = lab_path(sol)
+        if not target.exists() or target.read_text(encoding="utf-8") != text:
+            target.write_text(text, encoding="utf-8")
+            written.append(target)
+    for extra in LABS.glob("*.ipynb"):
+        if not (SOLUTIONS / extra.name).exists():
+            extra.unlink()
+            written.append(extra)
+    return written
+
+
+def stale_labs() -> list[str]:
+    """Names of labs that differ from what generate_labs() would write (or lack a solution)."""
+    problems = []
+    for sol in sorted(SOLUTIONS.glob("*.ipynb")):
+        want = _dumps(make_lab(_load(sol), where=sol.name))
+        target = lab_path(sol)
+        if not target.exists():
+            problems.append(f"labs/{sol.name} is missing")
+        elif target.read_text(encoding="utf-8") != want:
+            problems.append(f"labs/{sol.name} is stale (solutions/{sol.name} changed)")
+    for extra in sorted(LABS.glob("*.ipynb")):
+        if not (SOLUTIONS / extra.name).exists():
+            problems.append(f"labs/{extra.name} has no solutions/{extra.name}")
+    return problems
+
+
+def unclean_notebooks(paths=None) -> list[str]:
+    """Problems with stored notebooks: stray metadata, never-run cells, counts out of order."""
+    problems = []
+    for path in paths or stored_notebooks():
+        nb = _load(path)
+        rel = path.relative_to(REPO_ROOT)
+        if _dumps(clean(nb)) != path.read_text(encoding="utf-8"):
+            problems.append(f"{rel}: stray metadata or formatting (not as `clean` writes it)")
+        counts = [c.get("execution_count") for c in nb["cells"] if c["cell_type"] == "code"]
+        if any(c is None for c in counts):
+            problems.append(f"{rel}: code cells never run (execution_count is null)")
+        elif counts != list(range(1, len(counts) + 1)):
+            problems.append(f"{rel}: execution counts {counts} are not 1..{len(counts)} in order")
+    return problems
+
+
+def clean_files(paths=None) -> list[Path]:
+    changed = []
+    for path in paths or stored_notebooks():
+        text = _dumps(clean(_load(path)))
+        if path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+            changed.append(path)
+    return changed
+
+
+def run_notebook(path: Path, timeout: int = 1800) -> None:
+    """Execute a notebook top to bottom in its own folder with this Python, store outputs, clean it."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}})
+    client.execute()
+    path.write_text(_dumps(clean(json.loads(nbformat.writes(nb)))), encoding="utf-8")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m inferopt.nbtools", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("labs")
+    sub.add_parser("check")
+    c = sub.add_parser("clean")
+    c.add_argument("notebooks", nargs="*", type=Path)
+    r = sub.add_parser("run")
+    r.add_argument("notebooks", nargs="+", type=Path)
+    r.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
+    args = ap.parse_args(argv)
+    if args.cmd == "labs":
+        for p in generate_labs():
+            print("wrote", p.relative_to(REPO_ROOT))
+        return 0
+    if args.cmd == "check":
+        problems = stale_labs() + unclean_notebooks()
+        for p in problems:
+            print("-", p)
+        if problems:
+            print(f"fix: {FIX_LABS}\n     {FIX_CLEAN}")
+            return 1
+        print("labs up to date; notebooks clean")
+        return 0
+    if args.cmd == "clean":
+        for p in clean_files([x.resolve() for x in args.notebooks] or None):
+            print("cleaned", p.relative_to(REPO_ROOT))
+        return 0
+    if args.cmd == "run":
+        for nb in args.notebooks:
+            print(f"running {nb} ...", flush=True)
+            run_notebook(nb.resolve(), timeout=args.timeout)
+        for p in generate_labs():
+            print("wrote", p.relative_to(REPO_ROOT))
+        return 0
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
