@@ -16,6 +16,10 @@ COMMAND_MODULES = [
     "inferopt.envcheck",      # env
     "inferopt.model_prep",    # prepare-model
     "inferopt.engine",        # serve
+    "inferopt.memory",        # memory
+    "inferopt.planner",       # plan
+    "inferopt.capacity",      # capacity
+    "inferopt.decision",      # diagnose
 ]
 
 
