@@ -306,13 +306,13 @@ def _clause_holds(c: dict, facts: dict, thresholds: dict):
         raise CourseError(f"assets/decision_tree.yaml: unknown fact {c['fact']!r}; known facts: {', '.join(sorted(facts))}")
     have = facts[c["fact"]]
     want = c["value"]
-    label = f"{c['fact']} {c['op']} {want}"
+    label = f"{c['fact']} {c['op']} {str(want).lower() if isinstance(want, bool) else want}"
     if isinstance(want, str):
         label = f"{c['fact']} {c['op']} {want} ({thresholds[want]:g})"
         want = thresholds[want]
     if have is None:
         return False, f"{label}: {c['fact']} not given"
-    shown = have if isinstance(have, bool) else f"{have:g}"
+    shown = str(have).lower() if isinstance(have, bool) else f"{have:g}"
     return bool(_OPS[c["op"]](have, want)), f"{c['fact']} = {shown}, {c['op']} {label.split(c['op'], 1)[1].strip()}"
 
 

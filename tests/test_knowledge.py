@@ -1,0 +1,190 @@
+"""The knowledge files in assets/: schemas, cross-references, the seed's facts, vLLM flag names."""
+import copy
+import shlex
+
+import pytest
+
+from inferopt import knowledge
+from inferopt.errors import CourseError
+
+
+@pytest.mark.parametrize("name", knowledge.NAMES)
+def test_every_file_matches_its_schema(name):
+    data = knowledge.load(name)
+    knowledge.validate(name, data)  # raises on a mismatch
+
+
+def test_schema_rejects_a_broken_technique():
+    data = copy.deepcopy(knowledge.load("techniques"))
+    del data["techniques"][0]["vllm"]
+    with pytest.raises(CourseError, match=r"techniques\.yaml, field techniques/0"):
+        knowledge.validate("techniques", data)
+    data = copy.deepcopy(knowledge.load("techniques"))
+    data["techniques"][0]["cost_level"] = "cheap"
+    with pytest.raises(CourseError, match="cost_level"):
+        knowledge.validate("techniques", data)
+
+
+def test_schema_rejects_a_pitfall_without_advice():
+    data = copy.deepcopy(knowledge.load("pitfalls"))
+    del data["pitfalls"][2]["advice"]
+    with pytest.raises(CourseError, match="advice"):
+        knowledge.validate("pitfalls", data)
+
+
+def test_the_13_techniques_of_section_1():
+    ids = knowledge.technique_ids()
+    assert ids == ["flash_attention", "paged_attention", "continuous_batching", "prefix_cache",
+                   "chunked_prefill", "int4_awq_marlin", "w8a8_smoothquant", "kv_cache_quant", "fp8",
+                   "speculative_decoding", "pd_disaggregation", "tensor_parallel", "torch_compile"]
+    t = knowledge.technique_index()
+    assert t["fp8"].hardware == "fp8"
+    assert t["tensor_parallel"].module == "Module 3, chapter 4"
+    assert t["flash_attention"].module == "Module 2, chapter 6"
+    assert t["torch_compile"].module == "Module 2, chapter 7"
+    assert t["speculative_decoding"].module == "Module 4, chapter 5"
+    assert t["pd_disaggregation"].module == "Module 4, chapter 6"
+    # vLLM 0.32: prefix caching and chunked prefill are on by default
+    assert t["prefix_cache"].default_on and t["prefix_cache"].disable_flags == ("--no-enable-prefix-caching",)
+    assert t["chunked_prefill"].default_on
+    assert t["kv_cache_quant"].enable_flags == ("--kv-cache-dtype", "fp8")
+
+
+def test_filter_by_symptom_and_cost():
+    oom_cheap = [t.id for t in knowledge.filter_techniques("oom", "low")]
+    assert oom_cheap == ["flash_attention", "paged_attention"]
+    tail = [t.id for t in knowledge.filter_techniques("tail_latency")]
+    assert tail == ["chunked_prefill", "pd_disaggregation"]
+    assert len(knowledge.filter_techniques(None, "high")) == 13
+    assert len(knowledge.filter_techniques("all", "all")) == 13
+    with pytest.raises(CourseError, match="symptom"):
+        knowledge.filter_techniques("slow")
+    with pytest.raises(CourseError, match="max_cost"):
+        knowledge.filter_techniques(None, "free")
+
+
+def test_gpu_classes_decide_fp8_and_marlin():
+    needs = knowledge.load("techniques")["hardware_needs"]
+    cc = lambda g: knowledge.gpu_info(g)["compute_capability"]
+    assert cc("h100") >= needs["fp8"]["min_compute_capability"]
+    assert cc("L40S") >= needs["fp8"]["min_compute_capability"]
+    assert cc("A100") < needs["fp8"]["min_compute_capability"] <= cc("H200")
+    assert cc("A100") >= needs["marlin"]["min_compute_capability"] > cc("T4")
+    with pytest.raises(CourseError, match="gpu_type"):
+        knowledge.gpu_info("Voodoo2")
+
+
+def test_decision_tree_has_the_four_branches_and_their_sub_conditions():
+    tree = knowledge.load("decision_tree")
+    got = {b["id"]: [c["id"] for c in b["conditions"]] for b in tree["branches"]}
+    assert got == {"A": ["A1", "A2", "A3"], "B": ["B1", "B2", "B3"], "C": ["C1", "C2"], "D": ["D1", "D2"]}
+    assert [m["id"] for m in tree["baseline"]["metrics"]] == ["ttft", "tpot", "throughput", "memory", "gpu_util"]
+
+
+def test_order_and_pitfalls_and_tradeoffs_have_the_seed_counts():
+    steps = knowledge.load("optimization_order")["steps"]
+    assert [s["branch"] for s in steps] == ["C", "A", "B", "D"]
+    assert [s["symptom"] for s in steps] == ["oom", "ttft_high", "tpot_high", "tail_latency"]
+    assert all(s["reason"] for s in steps)
+    assert [p["section"] for p in knowledge.load("pitfalls")["pitfalls"]] == ["3.1", "3.2", "3.3", "3.4", "3.5"]
+    assert len(knowledge.load("tradeoffs")["rows"]) == 8
+    assert len(knowledge.load("learning_path")["self_check"]) == 7
+    assert [m["id"] for m in knowledge.load("knowledge_map")["modules"]] == ["m1", "m2", "m3", "m4", "perf"]
+
+
+def test_every_tradeoff_row_gives_up_and_buys_something():
+    axes = {a["id"] for a in knowledge.load("tradeoffs")["axes"]}
+    for row in knowledge.load("tradeoffs")["rows"]:
+        assert set(row["scores"]) <= axes, row["id"]
+        assert -1 in row["scores"].values() and 1 in row["scores"].values(), row["id"]
+
+
+def test_cross_reference_check_catches_an_unknown_technique(monkeypatch):
+    real = knowledge._load_checked
+
+    def fake(name):
+        data = real(name)
+        if name == "pitfalls":
+            data = copy.deepcopy(data)
+            data["pitfalls"][0]["all_of"] = ["warp_drive"]
+        return data
+
+    knowledge.reload()
+    monkeypatch.setattr(knowledge, "_load_checked", fake)
+    try:
+        with pytest.raises(CourseError, match="warp_drive"):
+            knowledge._check_cross_references.__wrapped__()
+    finally:
+        monkeypatch.undo()
+        knowledge.reload()
+
+
+# --------------------------------------------------------------- vLLM's own argument parser
+@pytest.fixture(scope="module")
+def vllm_parser():
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    return make_arg_parser(FlexibleArgumentParser(prog="vllm-serve"))
+
+
+def _parse(parser, flags):
+    try:
+        return parser.parse_args(["--model", "m"] + list(flags))
+    except SystemExit:
+        raise AssertionError(f"vLLM rejects {shlex.join(flags)}") from None
+
+
+def test_every_technique_flag_parses_with_vllms_parser(vllm_parser):
+    from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+    for t in knowledge.techniques():
+        for flags in (t.enable_flags, t.disable_flags):
+            if not flags:
+                continue
+            ns = _parse(vllm_parser, flags)
+            # vLLM does not check these two values at parse time: check them against its registries
+            if "--quantization" in flags:
+                assert ns.quantization in QUANTIZATION_METHODS, (t.id, ns.quantization)
+            if "--attention-backend" in flags:
+                assert ns.attention_backend in AttentionBackendEnum.__members__, (t.id, ns.attention_backend)
+
+
+def test_parser_really_rejects_bad_flags(vllm_parser):
+    """The check above can fail: vLLM's parser exits on a misspelled flag or a bad choice."""
+    with pytest.raises(AssertionError):
+        _parse(vllm_parser, ["--enable-prefix-cache"])
+    with pytest.raises(AssertionError):
+        _parse(vllm_parser, ["--kv-cache-dtype", "int3"])
+
+
+def test_default_flags_mean_what_we_say(vllm_parser):
+    on = _parse(vllm_parser, ["--enable-prefix-caching", "--enable-chunked-prefill"])
+    off = _parse(vllm_parser, ["--no-enable-prefix-caching", "--no-enable-chunked-prefill"])
+    assert on.enable_prefix_caching is True and off.enable_prefix_caching is False
+    assert on.enable_chunked_prefill is True and off.enable_chunked_prefill is False
+    ns = _parse(vllm_parser, ["--speculative-config", knowledge.technique_index()["speculative_decoding"].enable_flags[1]])
+    assert ns.speculative_config["method"] == "ngram"
+    assert _parse(vllm_parser, ["--tensor-parallel-size", "8"]).tensor_parallel_size == 8
+
+
+def test_engine_generated_flags_parse(vllm_parser):
+    from inferopt.decision import diagnose
+
+    cases = [
+        dict(metrics={"oom": True}, slos={"ttft_p95_ms": 500, "tpot_p95_ms": 50},
+             workload={"model_weights_gib": 130, "gpu_type": "H100", "num_gpus": 8}, techniques_on=[]),
+        dict(metrics={"ttft_p95_ms": 100, "tpot_p95_ms": 90}, slos={"ttft_p95_ms": 500, "tpot_p95_ms": 50},
+             workload={"concurrency": 1, "draft_model": "my-draft", "prompt_tokens": 5000}, techniques_on=[]),
+        dict(metrics={"ttft_p95_ms": 2000, "tpot_p95_ms": 30}, slos={"ttft_p95_ms": 500, "tpot_p95_ms": 50},
+             workload={"prompt_tokens": 5000, "shared_prefix_frac": 0.9, "gpu_type": "H100"}, techniques_on=[]),
+    ]
+    for c in cases:
+        d = diagnose(**c)
+        assert d.flags, d.to_dict()
+        ns = _parse(vllm_parser, d.flags)
+        if "--tensor-parallel-size" in d.flags:
+            assert ns.tensor_parallel_size in (2, 4, 8)
+        if "--speculative-config" in d.flags:
+            assert ns.speculative_config == {"model": "my-draft", "num_speculative_tokens": 4}
