@@ -419,6 +419,14 @@ class VLLMServer:
             raise CourseError(f"the vLLM server died (exit code {code}). Start a new one; "
                               f"last lines of {self.log_path}:\n{_log_tail(self.log_path)}")
 
+    def _settle(self, seconds: float = 3.0) -> None:
+        """After a failed request: give a dying server a moment to be reaped, so that
+        ensure_alive() can tell 'server died' from a network hiccup."""
+        try:
+            self.proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            pass
+
     def _request(self, method: str, path: str, **kw):
         import requests
 
@@ -426,6 +434,7 @@ class VLLMServer:
         try:
             resp = requests.request(method, self.base_url + path, timeout=kw.pop("timeout", 300), **kw)
         except requests.RequestException as exc:
+            self._settle()
             self.ensure_alive()  # names the death if that was the cause
             raise CourseError(f"request to {path} failed: {exc}") from None
         if resp.status_code >= 400:
@@ -475,6 +484,7 @@ class VLLMServer:
                             if on_token:
                                 on_token(piece)
         except requests.RequestException as exc:
+            self._settle()
             self.ensure_alive()
             raise CourseError(f"streaming request failed: {exc}") from None
         e2e = time.perf_counter() - t0
