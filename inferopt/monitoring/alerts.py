@@ -1,0 +1,375 @@
+"""The five alerts of seed §6.2 as Prometheus alerting rules, generated from the SLOs, plus
+promtool unit tests that prove each rule fires on a series that breaks it and stays quiet on
+one that does not.
+
+    slo = SLOs()                                   # seed §5.1: TTFT P95 0.5 s, TPOT P95 0.05 s, ...
+    rules = build_rules(slo)                       # dict in Prometheus' rule-file shape
+    tests = build_rule_tests(slo)                  # dict in promtool's test-file shape
+    paths = write_rules_and_tests(folder, slo)     # rules.yml + rules_test.yml
+    # demo: the same rules with short windows, for a live Prometheus scraping every second
+    build_rules(SLOs(ttft_p95_s=0.05), for_="5s", window="15s")
+
+The templates live in ``assets/monitoring/alerts.yaml`` (instructors edit the data, not this
+code). Thresholds are in seconds (latencies) and as a fraction (GPU memory, 0.95 = 95 %).
+
+Command: ``python -m inferopt alerts --out DIR [--ttft-p95-s 0.5 ...] [--check]``.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import re
+import string
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+from ..errors import CourseError
+from ..paths import ASSETS
+
+SPEC_PATH = ASSETS / "monitoring" / "alerts.yaml"
+_DURATION = re.compile(r"^(\d+)(ms|s|m|h|d)$")
+_UNIT_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class _Template(string.Template):
+    """Only ``${name}`` is a placeholder; ``$labels`` / ``$value`` (Prometheus templates) stay."""
+
+    pattern = r"\$(?:(?P<escaped>(?!))|\{(?P<braced>[_a-z][_a-z0-9]*)\}|(?P<named>(?!))|(?P<invalid>(?!)))"
+
+
+@lru_cache(maxsize=1)
+def load_spec() -> dict:
+    """The alert templates (``assets/monitoring/alerts.yaml``), checked against their schema."""
+    from .catalog import validate
+
+    spec = yaml.safe_load(SPEC_PATH.read_text(encoding="utf-8"))
+    validate(spec, "alerts")
+    return spec
+
+
+def duration_seconds(text: str) -> float:
+    """Seconds in a simple Prometheus duration such as '5m', '15s', '0m' (one unit only)."""
+    m = _DURATION.match(str(text))
+    if not m:
+        raise CourseError(f"{text!r} is not a Prometheus duration: write a number and one unit, e.g. '5m' or '15s'.")
+    return int(m.group(1)) * _UNIT_S[m.group(2)]
+
+
+@dataclass(frozen=True)
+class SLOs:
+    """What the service promises, and the alert thresholds derived from it.
+
+    ttft_p95_s / tpot_p95_s: P95 time to first token / per output token, seconds.
+    max_request_s: no request may take longer end to end (seconds); must be a bucket bound of
+        vLLM's e2e histogram (30 is), so that "any request" can be counted exactly.
+    gpu_memory_fraction: GPU frame-buffer memory used / (used + free) that pages, 0..1.
+    job: the Prometheus scrape job name of the engines."""
+
+    ttft_p95_s: float = 0.5
+    tpot_p95_s: float = 0.05
+    max_request_s: float = 30.0
+    gpu_memory_fraction: float = 0.95
+    job: str = "vllm"
+
+    def __post_init__(self):
+        for name in ("ttft_p95_s", "tpot_p95_s", "max_request_s"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or not v > 0 or math.isinf(v):
+                raise CourseError(f"{name} must be a positive number of seconds, got {v!r} (e.g. 0.5 for 500 ms).")
+        if not isinstance(self.gpu_memory_fraction, (int, float)) or not 0 < self.gpu_memory_fraction < 1:
+            raise CourseError(f"gpu_memory_fraction must be a fraction between 0 and 1 (0.95 = 95 %), "
+                              f"got {self.gpu_memory_fraction!r}.")
+        if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_-]*", str(self.job)):
+            raise CourseError(f"job {self.job!r}: use a plain scrape-job name such as 'vllm'.")
+        bounds = histogram_bounds("vllm:e2e_request_latency_seconds")
+        if float(self.max_request_s) not in bounds:
+            near = min(bounds, key=lambda b: abs(b - self.max_request_s))
+            raise CourseError(f"max_request_s={self.max_request_s} is not a bucket bound of vLLM's e2e histogram "
+                              f"(bounds: {bounds}); the nearest is {near}. Counting requests slower than a "
+                              "threshold is exact only at a bound.")
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def histogram_bounds(metric: str) -> list:
+    """Finite bucket upper bounds (seconds) vLLM 0.32 exposes for ``metric`` (from the spec)."""
+    bounds = load_spec()["histogram_bounds_s"]
+    if metric not in bounds:
+        raise CourseError(f"no bucket bounds recorded for {metric!r}; known: {sorted(bounds)}.")
+    return [float(b) for b in bounds[metric]]
+
+
+def _le_regex(bound: float) -> str:
+    """A PromQL regex (as the text inside "...") matching the le label of ``bound`` whether the
+    server keeps it as exposed ('30.0', Prometheus 2.x) or normalises it ('30', Prometheus 3.x)."""
+    if float(bound).is_integer():
+        return f"{int(bound)}(\\\\.0)?"
+    return re.escape(repr(float(bound))).replace("\\", "\\\\")
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+def _params(slo: SLOs, window: str, restart_window: str) -> dict:
+    return {"job": slo.job, "window": window, "restart_window": restart_window,
+            "ttft_p95_s": _num(slo.ttft_p95_s), "tpot_p95_s": _num(slo.tpot_p95_s),
+            "max_request_s": _num(slo.max_request_s), "max_request_le": _le_regex(slo.max_request_s),
+            "gpu_memory_fraction": _num(slo.gpu_memory_fraction)}
+
+
+def build_rules(slo: SLOs | None = None, *, for_: str | None = None, window: str | None = None,
+                restart_window: str | None = None, only=None) -> dict:
+    """Answer "what rule file implements §6.2 for these SLOs?" as a dict (Prometheus rule format).
+
+    ``for_`` / ``window`` / ``restart_window`` override every rule's ``for:`` duration, the rate
+    window and the restart look-back (the live demo uses '5s' / '15s' with a 1 s scrape);
+    by default each rule keeps its own ``for:`` from the spec (5m, 5m, 0m, 1m, 0m) and 5m / 10m
+    windows. ``only`` keeps the named alerts."""
+    slo = slo or SLOs()
+    spec = load_spec()
+    window = window or spec["defaults"]["window"]
+    restart_window = restart_window or spec["defaults"]["restart_window"]
+    for d in (window, restart_window) + ((for_,) if for_ else ()):
+        duration_seconds(d)
+    params = _params(slo, window, restart_window)
+    names = [a["name"] for a in spec["alerts"]]
+    if only is not None:
+        unknown = sorted(set(only) - set(names))
+        if unknown:
+            raise CourseError(f"unknown alert(s) {unknown}; the spec has {names}.")
+    rules = []
+    for a in spec["alerts"]:
+        if only is not None and a["name"] not in only:
+            continue
+        p = dict(params, **{"for": for_ or a["for"]})
+        fill = lambda t: " ".join(_Template(t).substitute(p).split())
+        rules.append({
+            "alert": a["name"],
+            "expr": fill(a["expr"]),
+            "for": p["for"],
+            "labels": {"severity": a["severity"], "layer": a["layer"]},
+            "annotations": {"summary": fill(a["summary"]), "description": fill(a["description"])},
+        })
+    return {"groups": [{"name": spec["group"], "rules": rules}]}
+
+
+def rules_yaml(rules: dict) -> str:
+    """The rule file text (YAML) for a dict from :func:`build_rules`."""
+    return yaml.safe_dump(rules, sort_keys=False, width=4096, allow_unicode=True)
+
+
+# ---------------------------------------------------------------- promtool unit tests
+def _series_name(name: str, labels: dict) -> str:
+    inner = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    return f"{name}{{{inner}}}"
+
+
+def _ramp(per_step: float, steps: int) -> str:
+    return f"0+{_num(per_step)}x{steps}"
+
+
+def histogram_series(name: str, labels: dict, bounds, value: float, per_step: float = 10,
+                     steps: int = 60) -> list:
+    """promtool input series for a histogram that receives ``per_step`` observations of
+    ``value`` (seconds) every interval: every bucket with bound >= value, +Inf and _count grow,
+    the others stay 0; _sum grows by per_step x value."""
+    out = []
+    for b in list(bounds) + [math.inf]:
+        le = "+Inf" if math.isinf(b) else repr(float(b))
+        out.append({"series": _series_name(name + "_bucket", dict(labels, le=le)),
+                    "values": _ramp(per_step if value <= b else 0, steps)})
+    out.append({"series": _series_name(name + "_count", labels), "values": _ramp(per_step, steps)})
+    out.append({"series": _series_name(name + "_sum", labels), "values": _ramp(per_step * value, steps)})
+    return out
+
+
+def _slow_fast_values(bounds, threshold: float, what: str) -> tuple:
+    """Observation values whose interpolated P95 lands surely above / below ``threshold``."""
+    above = [b for b in bounds if b > threshold]
+    below = [b for b in bounds if b <= threshold]
+    if len(above) < 2 or not below:
+        raise CourseError(f"{what}={threshold} s is outside the range vLLM's histogram can resolve "
+                          f"(bounds {bounds[0]}..{bounds[-1]} s): choose a threshold between two bounds.")
+    # all observations in the bucket (above[0], above[1]]: P95 > above[0] > threshold
+    # all observations in a bucket whose upper bound <= threshold: P95 <= that bound
+    return above[1], below[-1]
+
+
+def _fill_annotations(rule: dict, labels: dict) -> dict:
+    return {k: v.replace("{{ $labels.instance }}", labels.get("instance", ""))
+            for k, v in rule["annotations"].items()}
+
+
+def _expect(rule: dict, labels: dict) -> dict:
+    return {"exp_labels": dict(labels, **rule["labels"]), "exp_annotations": _fill_annotations(rule, labels)}
+
+
+def _minutes(d: str) -> int:
+    return math.ceil(duration_seconds(d) / 60)
+
+
+def build_rule_tests(slo: SLOs | None = None, rule_file: str = "rules.yml") -> dict:
+    """Answer "does each rule fire when it should, and only then?" as a promtool test file (dict).
+
+    For each of the five alerts: one series that breaks it (must fire after its ``for:``), one
+    that does not (must stay quiet), and an evaluation before ``for:`` has passed (nothing may
+    fire yet). Run it with :func:`inferopt.monitoring.promtool.test_rules`."""
+    slo = slo or SLOs()
+    rules = {r["alert"]: r for r in build_rules(slo)["groups"][0]["rules"]}
+    job = slo.job
+    tests = []
+
+    for alert, metric, thr in (("TTFTP95AboveSLO", "vllm:time_to_first_token_seconds", slo.ttft_p95_s),
+                               ("TPOTP95AboveSLO", "vllm:request_time_per_output_token_seconds", slo.tpot_p95_s)):
+        r = rules[alert]
+        bounds = histogram_bounds(metric)
+        slow_v, fast_v = _slow_fast_values(bounds, thr, alert)
+        slow = {"job": job, "instance": "slow:8000"}
+        fast = {"job": job, "instance": "fast:8000"}
+        for_m = _minutes(r["for"])
+        tests.append({
+            "name": f"{alert}: requests of {_num(slow_v)} s fire after {r['for']}, requests of {_num(fast_v)} s stay quiet",
+            "interval": "1m",
+            "input_series": histogram_series(metric, slow, bounds, slow_v)
+                            + histogram_series(metric, fast, bounds, fast_v),
+            "alert_rule_test": [
+                {"eval_time": f"{max(for_m - 1, 0)}m", "alertname": alert, "exp_alerts": []},
+                {"eval_time": f"{for_m + 5}m", "alertname": alert,
+                 "exp_alerts": [_expect(r, {"instance": slow["instance"]})]},
+            ],
+        })
+
+    r = rules["RequestSlowerThan30s"]
+    e2e = histogram_bounds("vllm:e2e_request_latency_seconds")
+    slow_v = min(b for b in e2e if b > slo.max_request_s)
+    fast_v = max(b for b in e2e if b <= slo.max_request_s)
+    series = []
+    for inst, v, pattern in (("slow:8000", slow_v, "0x2 1x20"), ("fast:8000", fast_v, "0+1x22")):
+        labels = {"job": job, "instance": inst}
+        for b in e2e + [math.inf]:
+            le = "+Inf" if math.isinf(b) else repr(float(b))
+            grows = v <= b
+            series.append({"series": _series_name("vllm:e2e_request_latency_seconds_bucket", dict(labels, le=le)),
+                           "values": pattern if grows else "0x22"})
+        series.append({"series": _series_name("vllm:e2e_request_latency_seconds_count", labels), "values": pattern})
+    tests.append({
+        "name": f"RequestSlowerThan30s: one {_num(slow_v)} s request fires, {_num(fast_v)} s requests do not",
+        "interval": "1m",
+        "input_series": series,
+        "alert_rule_test": [
+            {"eval_time": "2m", "alertname": r["alert"], "exp_alerts": []},
+            {"eval_time": "5m", "alertname": r["alert"], "exp_alerts": [_expect(r, {"instance": "slow:8000"})]},
+            {"eval_time": "15m", "alertname": r["alert"], "exp_alerts": []},
+        ],
+    })
+
+    r = rules["GPUMemoryAbove95"]
+    total = 81559  # MiB, an H100 80GB as DCGM reports used + free
+    hot_used = math.ceil(total * (slo.gpu_memory_fraction + (1 - slo.gpu_memory_fraction) / 2))
+    ok_used = math.floor(total * slo.gpu_memory_fraction) - 2000
+    series = []
+    for gpu, used in (("0", hot_used), ("1", ok_used)):
+        labels = {"instance": "node-a:9400", "gpu": gpu, "job": "dcgm"}
+        series.append({"series": _series_name("DCGM_FI_DEV_FB_USED", labels), "values": f"{used}x20"})
+        series.append({"series": _series_name("DCGM_FI_DEV_FB_FREE", labels), "values": f"{total - used}x20"})
+    hot = {"instance": "node-a:9400", "gpu": "0", "job": "dcgm"}
+    for_m = _minutes(r["for"])
+    tests.append({
+        "name": f"GPUMemoryAbove95: {hot_used}/{total} MiB fires after {r['for']}, {ok_used}/{total} MiB does not",
+        "interval": "1m",
+        "input_series": series,
+        "alert_rule_test": [
+            {"eval_time": f"{max(for_m - 1, 0)}m", "alertname": r["alert"], "exp_alerts": []},
+            {"eval_time": f"{for_m + 2}m", "alertname": r["alert"], "exp_alerts": [_expect(r, hot)]},
+        ],
+    })
+
+    r = rules["InstanceOOM"]
+    ksm = {"job": "kube-state-metrics", "instance": "ksm:8080", "namespace": "llm", "container": "vllm"}
+    oom_now = dict(ksm, pod="vllm-0", reason="OOMKilled")
+    oom_old = dict(ksm, pod="vllm-1", reason="OOMKilled")
+    series = [
+        {"series": _series_name("kube_pod_container_status_last_terminated_reason", oom_now), "values": "0x9 1x20"},
+        {"series": _series_name("kube_pod_container_status_restarts_total", dict(ksm, pod="vllm-0")), "values": "0x9 1x20"},
+        # an OOM long ago: reason still OOMKilled, no new restart -> quiet
+        {"series": _series_name("kube_pod_container_status_last_terminated_reason", oom_old), "values": "1x30"},
+        {"series": _series_name("kube_pod_container_status_restarts_total", dict(ksm, pod="vllm-1")), "values": "1x30"},
+        # engine restarted (CUDA OOM ended it): start time jumps; a steady engine stays quiet
+        {"series": _series_name("process_start_time_seconds", {"job": job, "instance": "engine-a:8000"}),
+         "values": "1000x9 1600x20"},
+        {"series": _series_name("process_start_time_seconds", {"job": job, "instance": "engine-b:8000"}),
+         "values": "1000x30"},
+    ]
+    tests.append({
+        "name": "InstanceOOM: a fresh OOMKilled restart and an engine restart fire; an old OOM and a steady engine do not",
+        "interval": "1m",
+        "input_series": series,
+        "alert_rule_test": [
+            {"eval_time": "5m", "alertname": r["alert"], "exp_alerts": []},
+            {"eval_time": "12m", "alertname": r["alert"], "exp_alerts": [
+                _expect(r, oom_now), _expect(r, {"job": job, "instance": "engine-a:8000"})]},
+            {"eval_time": "25m", "alertname": r["alert"], "exp_alerts": []},
+        ],
+    })
+    return {"rule_files": [rule_file], "evaluation_interval": "1m", "tests": tests}
+
+
+def write_rules_and_tests(folder, slo: SLOs | None = None, **rule_kw) -> dict:
+    """Write ``rules.yml`` (from :func:`build_rules`) and ``rules_test.yml`` (from
+    :func:`build_rule_tests`, default durations only) into ``folder``; return their paths."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    rules_path = folder / "rules.yml"
+    rules_path.write_text(rules_yaml(build_rules(slo, **rule_kw)), encoding="utf-8")
+    out = {"rules": rules_path}
+    if not rule_kw:
+        test_path = folder / "rules_test.yml"
+        test_path.write_text(yaml.safe_dump(build_rule_tests(slo), sort_keys=False, width=4096,
+                                            allow_unicode=True), encoding="utf-8")
+        out["tests"] = test_path
+    return out
+
+
+def alert_table(slo: SLOs | None = None) -> list:
+    """Rows {alert, seed, severity, for, threshold, expr} for a table in the chapter."""
+    spec = load_spec()
+    rules = {r["alert"]: r for r in build_rules(slo)["groups"][0]["rules"]}
+    return [{"alert": a["name"], "seed": a["seed"], "severity": a["severity"], "layer": a["layer"],
+             "for": rules[a["name"]]["for"], "expr": rules[a["name"]]["expr"], "why": " ".join(a["why"].split())}
+            for a in spec["alerts"]]
+
+
+# ---------------------------------------------------------------- CLI: python -m inferopt alerts
+def add_subcommand(subparsers) -> None:
+    p = subparsers.add_parser("alerts", help="write the §6.2 Prometheus alert rules (+ promtool tests) for SLOs",
+                              description=build_rules.__doc__)
+    d = SLOs()
+    p.add_argument("--out", default="results/alerts", help="folder for rules.yml and rules_test.yml")
+    p.add_argument("--ttft-p95-s", type=float, default=d.ttft_p95_s)
+    p.add_argument("--tpot-p95-s", type=float, default=d.tpot_p95_s)
+    p.add_argument("--max-request-s", type=float, default=d.max_request_s)
+    p.add_argument("--gpu-memory-fraction", type=float, default=d.gpu_memory_fraction)
+    p.add_argument("--job", default=d.job)
+    p.add_argument("--check", action="store_true", help="run promtool check rules and promtool test rules")
+    p.set_defaults(func=_cli)
+
+
+def _cli(args: argparse.Namespace) -> int:
+    slo = SLOs(args.ttft_p95_s, args.tpot_p95_s, args.max_request_s, args.gpu_memory_fraction, args.job)
+    paths = write_rules_and_tests(args.out, slo)
+    print(json.dumps({k: str(v) for k, v in paths.items()}, indent=2))
+    if args.check:
+        from .promtool import check_rules, test_rules
+
+        for res in (check_rules(paths["rules"]), test_rules(paths["tests"])):
+            print(res.output.strip())
+            if not res.ok:
+                return 1
+    return 0
