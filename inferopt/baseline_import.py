@@ -13,8 +13,9 @@ Two sources:
    Units ``ms``, ``s``/``sec``, ``us``, ``ns`` are converted to ms.
 2. The course's own benchmark results: JSON lines, one run per line; a line's metrics are read
    from the keys of ``inferopt.decision.METRIC_FIELDS`` at the top level or under ``summary`` or
-   ``metrics``. Other keys are ignored. With ``label`` the last line whose ``label`` (or
-   ``name``) equals it is used, else the last line.
+   ``metrics`` (``inferopt.bench.results`` writes ``{"type": "summary", "run": ..., **summary}``
+   lines; ``"type": "request"`` lines are skipped). Other keys are ignored. With ``label`` the
+   last line whose ``run``, ``label`` or ``name`` equals it is used, else the last line.
 """
 from __future__ import annotations
 
@@ -80,7 +81,9 @@ def from_bench_records(records, label: str | None = None) -> dict:
     for rec in records:
         if not isinstance(rec, dict):
             continue
-        if label is not None and label not in (rec.get("label"), rec.get("name")):
+        if rec.get("type") == "request":
+            continue
+        if label is not None and label not in (rec.get("label"), rec.get("name"), rec.get("run")):
             continue
         m = _record_metrics(rec)
         if m:

@@ -176,10 +176,12 @@ def ids(conflicts):
 
 
 def test_3_1_spec_plus_quantization():
-    assert ids(conflicts_for(["speculative_decoding", "int4_awq_marlin"], {"gpu_type": "A100"})) == ["spec_quant"]
-    assert ids(conflicts_for(["speculative_decoding", "fp8"])) == ["spec_quant"]
-    assert ids(conflicts_for(["speculative_decoding"])) == []
-    c = conflicts_for(["speculative_decoding", "w8a8_smoothquant"])[0]
+    draft = {"draft_model": "llama-68m"}
+    assert ids(conflicts_for(["speculative_decoding", "int4_awq_marlin"], {"gpu_type": "A100", **draft})) == ["spec_quant"]
+    assert ids(conflicts_for(["speculative_decoding", "fp8"], draft)) == ["spec_quant"]
+    assert ids(conflicts_for(["speculative_decoding"], draft)) == []
+    assert ids(conflicts_for(["speculative_decoding", "fp8"])) == []  # n-gram: no draft weights
+    c = conflicts_for(["speculative_decoding", "w8a8_smoothquant"], draft)[0]
     assert "draft" in c["advice"] and c["techniques"] == ["speculative_decoding", "w8a8_smoothquant"]
 
 
@@ -207,7 +209,7 @@ def test_3_5_multi_lora_prefix_cache():
 
 def test_a_recommendation_that_conflicts_is_flagged_as_such():
     # B2 recommends speculation while INT4 is on: pitfall 3.1 caused by the recommendation
-    d = dx({"ttft_p95_ms": 300, "tpot_p95_ms": 80}, {"concurrency": 2, "gpu_type": "A100"},
+    d = dx({"ttft_p95_ms": 300, "tpot_p95_ms": 80}, {"concurrency": 2, "gpu_type": "A100", "draft_model": "d"},
            on=["int4_awq_marlin", "paged_attention"])
     assert d.techniques == ["speculative_decoding"]
     assert ids(d.conflicts) == ["spec_quant", "paged_kv_spec"]
@@ -297,11 +299,15 @@ def test_profile_export_converts_seconds_and_rejects_odd_units():
 
 def test_bench_json_lines_pick_the_labelled_or_last_run(tmp_path):
     recs = [{"label": "baseline", "summary": {"ttft_p95_ms": 900, "tpot_p95_ms": 30, "n_requests": 50}},
+            {"type": "summary", "run": "sweep", "ttft_p95_ms": 700, "tpot_p95_ms": 40, "concurrency": 8},
             {"label": "prefix-on", "ttft_p95_ms": 300, "tpot_p95_ms": 31, "gpu_util": 0.5, "extra": 1}]
     p = tmp_path / "runs.jsonl"
     p.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
     assert load_baseline(p) == {"ttft_p95_ms": 300, "tpot_p95_ms": 31, "gpu_util": 0.5}
     assert load_baseline(p, label="baseline") == {"ttft_p95_ms": 900, "tpot_p95_ms": 30}
+    assert load_baseline(p, label="sweep") == {"ttft_p95_ms": 700, "tpot_p95_ms": 40}
+    # per-request lines of inferopt.bench.results are not summaries
+    assert from_bench_records(recs + [{"type": "request", "run": "sweep", "ttft_p95_ms": 1}], "sweep")["ttft_p95_ms"] == 700
     with pytest.raises(CourseError, match="label 'nope'"):
         from_bench_records(recs, label="nope")
     q = tmp_path / "profile_export_aiperf.json"

@@ -46,11 +46,12 @@ def test_input_file_and_options_override_it(tmp_path, capsys):
     f = tmp_path / "case.yaml"
     f.write_text("metrics: {ttft_p95_ms: 300, tpot_p95_ms: 80}\n"
                  "slos: {ttft_p95_ms: 500, tpot_p95_ms: 50}\n"
-                 "workload: {concurrency: 2}\n"
+                 "workload: {concurrency: 2, draft_model: tiny-draft}\n"
                  "techniques_on: [paged_attention, int4_awq_marlin]\n")
     d = json.loads(run(["--input", str(f), "--json"], capsys)[1])
     assert d["techniques"] == ["speculative_decoding"]
     assert [c["id"] for c in d["conflicts"]] == ["spec_quant", "paged_kv_spec"]
+    assert json.loads(d["flags"][1]) == {"model": "tiny-draft", "num_speculative_tokens": 4}
     d = json.loads(run(["--input", str(f), "--concurrency", "64", "--gpu-util", "0.2", "--json"], capsys)[1])
     assert d["techniques"] == ["continuous_batching"]
 

@@ -1,0 +1,270 @@
+"""The decision tree as a picture and as a widget.
+
+- ``tree_figure(diagnosis=None)`` (pure): a plotly picture of the §2 tree (baseline -> branches in
+  the §4 order -> sub-conditions -> techniques) with the diagnosis's path highlighted.
+- ``diagnosis_html(diagnosis)`` (pure): recommendations with reasons, conflicts, flag diff.
+- ``DecisionWidget``: the learner sets symptoms and traits (or loads a benchmark file) and sees
+  the path, recommendations, conflicts and the flag diff; bad input shows the CourseError
+  message inside the widget.
+"""
+from __future__ import annotations
+
+import shlex
+
+import ipywidgets as W
+
+from .. import knowledge
+from ..decision import Diagnosis, diagnose
+from ..errors import CourseError
+from ._common import error_html, esc
+
+GREY, HOT, OK_COLOR = "#b0b7bf", "#d35400", "#1e8449"
+
+
+def _layout_nodes():
+    """Node ids, labels and (x, y) positions: x = depth, conditions stacked top to bottom."""
+    tree = knowledge.load("decision_tree")
+    order = [s["branch"] for s in knowledge.load("optimization_order")["steps"]]
+    branches = sorted(tree["branches"], key=lambda b: order.index(b["id"]))
+    nodes, edges, leaves = {}, [], {}
+    y = 0
+    for b in branches:
+        ys = []
+        for c in b["conditions"]:
+            nodes[c["id"]] = (2, -y, f"{c['id']}: {c['title']}")
+            edges.append((b["id"], c["id"]))
+            leaves[c["id"]] = [t["id"] for t in c["techniques"]] + [a["id"] for a in c["actions"]]
+            ys.append(-y)
+            y += 1
+        nodes[b["id"]] = (1, sum(ys) / len(ys), b["title"])
+        edges.append(("baseline", b["id"]))
+    nodes["baseline"] = (0, sum(n[1] for k, n in nodes.items() if k in {b["id"] for b in branches}) / len(branches),
+                         tree["baseline"]["title"])
+    return nodes, edges, leaves
+
+
+def _short(text: str, n: int = 34) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def tree_figure(diagnosis: Diagnosis | None = None):
+    """Plotly figure of the decision tree; the diagnosis's path and recommendations in orange."""
+    import plotly.graph_objects as go
+
+    nodes, edges, leaves = _layout_nodes()
+    path = set(diagnosis.path) if diagnosis else set()
+    recommended = set(diagnosis.techniques) if diagnosis else set()
+    actions = {a["id"] for a in diagnosis.actions} if diagnosis else set()
+    on = {a["id"] for a in diagnosis.already_on} if diagnosis else set()
+    fig = go.Figure()
+    for hot in (False, True):
+        xs, ys = [], []
+        for a, b in edges:
+            if (a in path and b in path) == hot:
+                xs += [nodes[a][0], nodes[b][0], None]
+                ys += [nodes[a][1], nodes[b][1], None]
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
+                                 line={"color": HOT if hot else GREY, "width": 4 if hot else 1.5}))
+    ids = list(nodes)
+    fig.add_trace(go.Scatter(
+        x=[nodes[i][0] for i in ids], y=[nodes[i][1] for i in ids], mode="markers+text",
+        text=[i if i != "baseline" else "baseline" for i in ids], textposition="top center",
+        hovertext=[nodes[i][2] for i in ids], hoverinfo="text", showlegend=False,
+        marker={"size": [22 if i in path else 14 for i in ids],
+                "color": [HOT if i in path else GREY for i in ids], "line": {"width": 1, "color": "#555"}}))
+    # leaf text: techniques / actions of each sub-condition
+    lx, ly, lt = [], [], []
+    for cid, items in leaves.items():
+        parts = []
+        for t in items:
+            if t in recommended or t in actions:
+                parts.append(f"<b>{t}</b>")
+            elif t in on:
+                parts.append(f"{t} (on)")
+            else:
+                parts.append(t)
+        lx.append(2.08)
+        ly.append(nodes[cid][1])
+        lt.append(_short(nodes[cid][2].split(": ", 1)[1], 44) + " → " + ", ".join(parts))
+    fig.add_trace(go.Scatter(x=lx, y=ly, mode="text", text=lt, textposition="middle right",
+                             hoverinfo="skip", showlegend=False, textfont={"size": 11}))
+    title = "Decision tree (§2), branches in the §4 order"
+    if diagnosis and diagnosis.branch:
+        title += f": worst metric {diagnosis.worst_metric}, branch {diagnosis.branch}"
+    elif diagnosis:
+        title += ": all SLOs met"
+    fig.update_layout(title=title, height=460, width=980, margin={"l": 10, "r": 10, "t": 50, "b": 10},
+                      xaxis={"visible": False, "range": [-0.2, 4.6]}, yaxis={"visible": False},
+                      plot_bgcolor="white")
+    return fig
+
+
+def diagnosis_html(d: Diagnosis) -> str:
+    """HTML of a diagnosis: worst metric, branch, recommendations with reasons, conflicts, flag diff."""
+    if d.branch is None:
+        parts = [f'<p style="color:{OK_COLOR}"><b>{esc(d.next_step)}</b></p>']
+    else:
+        parts = [f"<p><b>Worst metric:</b> {esc(d.worst_metric)} &nbsp; <b>Branch:</b> {esc(d.branch_title)}"
+                 f" &nbsp; <b>Path:</b> {esc(' → '.join(d.path))}</p>"]
+        if len(d.order) > 1:
+            parts.append(f"<p>Also failing, fix later in this order: {esc(', '.join(d.order[1:]))}</p>")
+        if d.recommendations:
+            rows = "".join(f"<li><b>{esc(r['name'])}</b> — {esc(r['reason'])}<br><code>"
+                           f"{esc(shlex.join(r['flags_add'])) or '(no flag)'}</code></li>" for r in d.recommendations)
+            parts.append(f"<p><b>Try (cheapest first):</b></p><ol>{rows}</ol>")
+        for a in d.actions:
+            parts.append(f"<p>Investigate: {esc(a['text'])}</p>")
+        for a in d.already_on:
+            parts.append(f"<p>Already on: {esc(a['id'])}</p>")
+        for s in d.skipped:
+            parts.append(f"<p>Not here: {esc(s['id'])} — {esc(s['reason'])}</p>")
+    for c in d.conflicts:
+        parts.append(f'<p style="color:#922b21"><b>Conflict ({esc(c["severity"])}), §{esc(c["section"])} '
+                     f'{esc(c["title"])}:</b> {esc(c["advice"])}</p>')
+    if d.flags or d.flags_remove:
+        diff = "".join(f"- {esc(f)}\n" for f in d.flags_remove) + (f"+ {esc(shlex.join(d.flags))}\n" if d.flags else "")
+        parts.append(f"<p><b>Flag diff</b> (all recommendations; apply one at a time):</p><pre>{diff}</pre>")
+    if d.branch is not None:
+        parts.append(f"<p><b>Next:</b> {esc(d.next_step)}</p>")
+    return "\n".join(parts)
+
+
+def _in_kernel() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    ip = get_ipython()
+    return ip is not None and getattr(ip, "kernel", None) is not None
+
+
+class DecisionWidget(W.VBox):
+    """Symptoms and traits in, path + recommendations + conflicts + flag diff out.
+
+    ``widget.diagnosis`` is the last Diagnosis (None after bad input, with ``widget.error_text``
+    set); ``widget.set_inputs(metrics=..., slos=..., workload=..., techniques_on=...)`` sets fields
+    from dicts; ``widget.load_file(path)`` reads a benchmark result into the baseline fields.
+    """
+
+    METRICS = [("ttft_p95_ms", "TTFT P95 ms", 1800.0), ("tpot_p95_ms", "TPOT P95 ms", 30.0),
+               ("ttft_p99_ms", "TTFT P99 ms", 0.0), ("tpot_p99_ms", "TPOT P99 ms", 0.0),
+               ("gpu_util", "GPU util 0-1", 0.8), ("queue_len", "queue length", 0.0),
+               ("preemptions", "preemptions", 0.0)]
+    SLOS = [("ttft_p95_ms", "SLO TTFT P95", 500.0), ("tpot_p95_ms", "SLO TPOT P95", 50.0),
+            ("ttft_p99_ms", "SLO TTFT P99", 0.0), ("tpot_p99_ms", "SLO TPOT P99", 0.0)]
+    WORKLOAD = [("prompt_tokens", "prompt tokens", 800.0), ("output_tokens", "output tokens", 150.0),
+                ("shared_prefix_frac", "shared prefix 0-1", 0.7), ("concurrency", "concurrency", 32.0),
+                ("model_weights_gib", "weights GiB", 0.0), ("num_gpus", "GPUs", 1.0),
+                ("lora_adapters", "LoRA adapters", 0.0)]
+
+    def __init__(self):
+        st = {"description_width": "120px"}
+        lay = W.Layout(width="230px")
+        self.metric_w = {k: W.FloatText(value=v, description=d, style=st, layout=lay) for k, d, v in self.METRICS}
+        self.oom_w = W.Checkbox(value=False, description="OOM")
+        self.slo_w = {k: W.FloatText(value=v, description=d, style=st, layout=lay) for k, d, v in self.SLOS}
+        self.work_w = {k: W.FloatText(value=v, description=d, style=st, layout=lay) for k, d, v in self.WORKLOAD}
+        self.gpu_w = W.Dropdown(options=["(unknown)"] + list(knowledge.load("techniques")["gpus"]),
+                                value="(unknown)", description="GPU", style=st, layout=lay)
+        self.on_w = W.SelectMultiple(options=knowledge.technique_ids(), value=(), rows=7,
+                                     description="already on", style=st)
+        self.file_w = W.Text(value="", placeholder="results/....jsonl or profile_export_aiperf.json",
+                             description="baseline file", style=st)
+        self.load_w = W.Button(description="Load metrics")
+        self.error_w = W.HTML(value="")
+        self.result_w = W.HTML(value="")
+        self.plot_w = W.Output()
+        self.diagnosis = None
+        self.error_text = None
+        self._hold = False
+        for w in [*self.metric_w.values(), *self.slo_w.values(), *self.work_w.values(),
+                  self.oom_w, self.gpu_w, self.on_w]:
+            w.observe(lambda _change: self.refresh(), names="value")
+        self.load_w.on_click(lambda _b: self.load_file(self.file_w.value))
+        col = lambda ws, title: W.VBox([W.HTML(f"<b>{title}</b>"), *ws])
+        super().__init__(children=[
+            W.HBox([col([*self.metric_w.values(), self.oom_w], "Baseline"),
+                    col(self.slo_w.values(), "SLOs (0 = none)"),
+                    col([*self.work_w.values(), self.gpu_w], "Workload (0 = unknown)"),
+                    col([self.on_w], "Techniques already on")]),
+            W.HBox([self.file_w, self.load_w]), self.error_w, self.plot_w, self.result_w])
+        self.refresh()
+
+    # the inputs as the engine's dicts (0 in an optional field = not given)
+    def inputs(self) -> dict:
+        opt_metrics = {"ttft_p99_ms", "tpot_p99_ms", "gpu_util", "queue_len", "preemptions"}
+        metrics = {k: w.value for k, w in self.metric_w.items() if not (k in opt_metrics and w.value == 0)}
+        metrics["oom"] = self.oom_w.value
+        if self.oom_w.value:
+            metrics = {k: v for k, v in metrics.items() if not (k in ("ttft_p95_ms", "tpot_p95_ms") and v == 0)}
+        slos = {k: w.value for k, w in self.slo_w.items() if not (k.endswith("p99_ms") and w.value == 0)}
+        workload = {k: w.value for k, w in self.work_w.items() if w.value != 0 or k == "lora_adapters"}
+        workload.setdefault("num_gpus", 1)
+        if self.gpu_w.value != "(unknown)":
+            workload["gpu_type"] = self.gpu_w.value
+        return {"metrics": metrics, "slos": slos, "workload": workload, "techniques_on": list(self.on_w.value)}
+
+    def set_inputs(self, metrics=None, slos=None, workload=None, techniques_on=None) -> "DecisionWidget":
+        """Set inputs from dicts (fields not named keep their value; the widget updates once)."""
+        self._hold = True
+        try:
+            for k, v in (metrics or {}).items():
+                if k == "oom":
+                    self.oom_w.value = bool(v)
+                elif k in self.metric_w:
+                    self.metric_w[k].value = float(v)
+            for k, v in (slos or {}).items():
+                if k in self.slo_w:
+                    self.slo_w[k].value = float(v)
+            for k, v in (workload or {}).items():
+                if k == "gpu_type":
+                    self.gpu_w.value = v
+                elif k in self.work_w:
+                    self.work_w[k].value = float(v)
+            if techniques_on is not None:
+                self.on_w.value = tuple(techniques_on)
+        finally:
+            self._hold = False
+        self.refresh()
+        return self
+
+    def load_file(self, path: str) -> None:
+        """Read metrics from a benchmark file into the baseline fields (errors shown in the widget)."""
+        from ..baseline_import import load_baseline
+
+        try:
+            metrics = load_baseline(path.strip())
+        except CourseError as exc:
+            self._show_error(str(exc))
+            return
+        self.set_inputs(metrics={k: v for k, v in metrics.items() if k in self.metric_w})
+
+    def _show_error(self, msg: str) -> None:
+        self.error_text = msg
+        self.diagnosis = None
+        self.error_w.value = error_html(msg)
+        self.result_w.value = ""
+
+    def refresh(self) -> None:
+        """Run the engine on the current inputs and redraw (errors shown inside the widget)."""
+        if self._hold:
+            return
+        try:
+            d = diagnose(**self.inputs())
+        except CourseError as exc:
+            self._show_error(str(exc))
+            return
+        self.error_text, self.diagnosis = None, d
+        self.error_w.value = ""
+        self.result_w.value = diagnosis_html(d)
+        if _in_kernel():  # outside a kernel (plain Python, tests) there is nowhere to draw
+            self.plot_w.clear_output(wait=True)
+            with self.plot_w:
+                tree_figure(d).show()
+
+    def __repr__(self) -> str:
+        if self.error_text:
+            return f"DecisionWidget(error={self.error_text!r})"
+        d = self.diagnosis
+        return (f"DecisionWidget(branch={d.branch}, worst={d.worst_metric}, techniques={d.techniques}, "
+                f"conflicts={[c['id'] for c in d.conflicts]})")

@@ -1,0 +1,250 @@
+"""The 7-item self-check of §8, graded on the spot (items in assets/learning_path.yaml).
+
+``grade(item_id, answer) -> Grade`` is pure; the answer shape per item kind:
+- ``symptoms``   (diagnose): {question id: technique id}; right when the decision engine
+                 recommends that technique for the question's metrics (so the quiz follows the
+                 data: edit the tree and the key changes with it);
+- ``conflicts``  (pick_set): iterable of option labels ticked; right = exactly the 5 pitfalls;
+- ``order``      (order): list of the 4 symptom ids, first to last;
+- ``plan``       (plan): iterable of technique ids turned on; all required, none forbidden;
+- ``monitoring`` (classify): {metric label: layer};
+- ``tradeoffs``  (tradeoff): {row id: the "gives up" text}; at least ``min_correct`` right;
+- ``learning_plan`` (plan_text): text with one line per month.
+``SelfCheck`` is the ipywidgets quiz over the same functions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import ipywidgets as W
+
+from .. import knowledge
+from ..decision import diagnose
+from ..errors import CourseError
+from ._common import error_html, esc
+
+
+@dataclass
+class Grade:
+    item: str
+    correct: bool
+    score: str
+    feedback: list = field(default_factory=list)
+
+    def html(self) -> str:
+        color = "#1e8449" if self.correct else "#922b21"
+        head = "Right" if self.correct else "Not yet"
+        items = "".join(f"<li>{esc(f)}</li>" for f in self.feedback)
+        return f'<div style="color:{color}"><b>{head}</b> ({esc(self.score)})<ul>{items}</ul></div>'
+
+
+def items() -> list:
+    return knowledge.load("learning_path")["self_check"]
+
+
+def item(item_id: str) -> dict:
+    for it in items():
+        if it["id"] == item_id:
+            return it
+    raise CourseError(f"self-check item {item_id!r} does not exist; items: {', '.join(i['id'] for i in items())}")
+
+
+def answer_key(item_id: str):
+    """The right answer of an item, in the shape ``grade`` takes (None for the free-text plan)."""
+    it = item(item_id)
+    kind = it["kind"]
+    if kind == "diagnose":
+        out = {}
+        for q in it["questions"]:
+            d = diagnose(q["metrics"], q["slos"], q["workload"], q["techniques_on"])
+            right = [t for t in d.techniques if t in q["choices"]]
+            out[q["id"]] = right[0] if right else None
+        return out
+    if kind == "pick_set":
+        return sorted(o["label"] for o in it["options"] if o["pitfall"])
+    if kind == "order":
+        return [s["symptom"] for s in knowledge.load("optimization_order")["steps"]]
+    if kind == "plan":
+        return sorted(it["required"])
+    if kind == "classify":
+        return {x["label"]: x["layer"] for x in it["items"]}
+    if kind == "tradeoff":
+        return {r["id"]: r["gives_up"] for r in knowledge.load("tradeoffs")["rows"]}
+    return None
+
+
+def grade(item_id: str, answer) -> Grade:
+    """Grade one self-check item; feedback explains every mistake."""
+    it = item(item_id)
+    kind = it["kind"]
+    if kind == "diagnose":
+        return _grade_symptoms(it, answer or {})
+    if kind == "pick_set":
+        picked = set(answer or [])
+        labels = {o["label"]: o for o in it["options"]}
+        bad = picked - set(labels)
+        if bad:
+            raise CourseError(f"{item_id}: unknown option(s) {sorted(bad)}")
+        pits = {p["id"]: p for p in knowledge.load("pitfalls")["pitfalls"]}
+        fb = []
+        for lab, o in labels.items():
+            if o["pitfall"] and lab not in picked:
+                fb.append(f"missed: {lab} — {pits[o['pitfall']]['why']}")
+            if not o["pitfall"] and lab in picked:
+                fb.append(f"not a known pitfall: {lab}")
+        n_right = sum(1 for lab, o in labels.items() if bool(o["pitfall"]) == (lab in picked))
+        return Grade(item_id, not fb, f"{n_right}/{len(labels)} options right", fb)
+    if kind == "order":
+        want = answer_key(item_id)
+        got = list(answer or [])
+        steps = knowledge.load("optimization_order")["steps"]
+        fb = [] if got == want else [f"step {s['step']}: {s['title']} — {s['reason']}" for s in steps]
+        return Grade(item_id, got == want, f"{sum(a == b for a, b in zip(got, want))}/4 in place", fb)
+    if kind == "plan":
+        picked = set(answer or [])
+        knowledge.check_technique_ids(sorted(picked), field=item_id)
+        missing = sorted(set(it["required"]) - picked)
+        wrong = sorted(set(it["forbidden"]) & picked)
+        fb = [f"missing: {m}" for m in missing] + [f"should stay off: {w}" for w in wrong]
+        if fb:
+            fb.append(it["explanation"])
+        return Grade(item_id, not fb, f"{len(it['required']) - len(missing)}/{len(it['required'])} required, "
+                     f"{len(wrong)} forbidden", fb)
+    if kind == "classify":
+        key = answer_key(item_id)
+        got = dict(answer or {})
+        fb = [f"{lab}: {key[lab]} layer, not {got.get(lab) or '(none)'}" for lab in key if got.get(lab) != key[lab]]
+        return Grade(item_id, not fb, f"{len(key) - len(fb)}/{len(key)} right", fb)
+    if kind == "tradeoff":
+        key = answer_key(item_id)
+        got = dict(answer or {})
+        rows = {r["id"]: r for r in knowledge.load("tradeoffs")["rows"]}
+        fb = [f"{rows[k]['name']} gives up {key[k]} and buys {rows[k]['buys']}" for k in key if got.get(k) != key[k]]
+        n = len(key) - len(fb)
+        return Grade(item_id, n >= it["min_correct"], f"{n}/{len(key)} right (need {it['min_correct']})", fb)
+    if kind == "plan_text":
+        lines = [ln.strip() for ln in str(answer or "").splitlines() if ln.strip()]
+        short = [ln for ln in lines if len(ln.split()) < it["min_words"]]
+        ok = len(lines) >= it["months"] and not short
+        fb = []
+        if len(lines) < it["months"]:
+            fb.append(f"write {it['months']} lines, one per month (you have {len(lines)})")
+        if short:
+            fb.append(f"make each line concrete (at least {it['min_words']} words): {short[0]!r}")
+        if not ok:
+            fb.append("ideas: " + "; ".join(knowledge.load("learning_path")["practice"]))
+        return Grade(item_id, ok, f"{len(lines)}/{it['months']} months", fb + [it["note"]])
+    raise CourseError(f"{item_id}: unknown kind {kind!r}")
+
+
+def _grade_symptoms(it: dict, answer: dict) -> Grade:
+    fb, right = [], 0
+    for q in it["questions"]:
+        d = diagnose(q["metrics"], q["slos"], q["workload"], q["techniques_on"])
+        good = [t for t in d.techniques if t in q["choices"]]
+        pick = answer.get(q["id"])
+        if pick in good:
+            right += 1
+        else:
+            rec = next(r for r in d.recommendations if r["id"] == good[0])
+            fb.append(f"{q['id']}: {good[0]}, not {pick or '(none)'} — branch {d.branch}, {rec['reason']}")
+    n = len(it["questions"])
+    return Grade(it["id"], right == n, f"{right}/{n} right", fb)
+
+
+class SelfCheck(W.VBox):
+    """The interactive quiz: one section per item, each with a Check button and feedback."""
+
+    def __init__(self):
+        self.controls = {}
+        self.feedback = {}
+        self.grades = {}
+        sections = []
+        for it in items():
+            ctrl, box = self._controls(it)
+            self.controls[it["id"]] = ctrl
+            fb = W.HTML()
+            self.feedback[it["id"]] = fb
+            btn = W.Button(description="Check")
+            btn.on_click(lambda _b, i=it["id"]: self.check(i))
+            sections.append(W.VBox([W.HTML(f"<h4>{esc(it['title'])}</h4><p>{esc(it.get('prompt', ''))}</p>"),
+                                    box, btn, fb]))
+        super().__init__(children=sections)
+
+    def _controls(self, it):
+        kind = it["kind"]
+        if kind == "diagnose":
+            c = {q["id"]: W.RadioButtons(options=q["choices"], value=None) for q in it["questions"]}
+            box = W.VBox([W.VBox([W.HTML(esc(q["prompt"])), c[q["id"]]]) for q in it["questions"]])
+            return c, box
+        if kind == "pick_set":
+            c = {o["label"]: W.Checkbox(value=False, description=o["label"], indent=False) for o in it["options"]}
+            return c, W.VBox(list(c.values()))
+        if kind == "order":
+            names = knowledge.load("techniques")["symptom_names"]
+            opts = [(names[s], s) for s in it["items"]]
+            c = [W.Dropdown(options=[("—", None)] + opts, value=None, description=f"{i + 1}.") for i in range(4)]
+            return c, W.VBox(c)
+        if kind == "plan":
+            c = {t: W.Checkbox(value=False, description=t, indent=False) for t in it["options"]}
+            return c, W.VBox(list(c.values()))
+        if kind == "classify":
+            c = {x["label"]: W.Dropdown(options=[("—", None)] + [(l, l) for l in it["layers"]], value=None,
+                                        description=x["label"], style={"description_width": "280px"},
+                                        layout=W.Layout(width="480px")) for x in it["items"]}
+            return c, W.VBox(list(c.values()))
+        if kind == "tradeoff":
+            rows = knowledge.load("tradeoffs")["rows"]
+            opts = sorted({r["gives_up"] for r in rows})
+            c = {r["id"]: W.Dropdown(options=[("—", None)] + [(o, o) for o in opts], value=None,
+                                     description=r["name"], style={"description_width": "200px"},
+                                     layout=W.Layout(width="640px")) for r in rows}
+            return c, W.VBox(list(c.values()))
+        c = W.Textarea(value="", placeholder="month 1: ...", layout=W.Layout(width="640px", height="140px"))
+        return c, c
+
+    def answer(self, item_id: str):
+        """The current answer of an item, in the shape ``grade`` takes."""
+        kind = item(item_id)["kind"]
+        c = self.controls[item_id]
+        if kind in ("diagnose", "classify", "tradeoff"):
+            return {k: w.value for k, w in c.items() if w.value is not None}
+        if kind in ("pick_set", "plan"):
+            return [k for k, w in c.items() if w.value]
+        if kind == "order":
+            return [w.value for w in c]
+        return c.value
+
+    def fill(self, item_id: str, answer) -> None:
+        """Set an item's controls from an answer (used by notebooks and tests)."""
+        kind = item(item_id)["kind"]
+        c = self.controls[item_id]
+        if kind in ("diagnose", "classify", "tradeoff"):
+            for k, v in answer.items():
+                c[k].value = v
+        elif kind in ("pick_set", "plan"):
+            for k, w in c.items():
+                w.value = k in set(answer)
+        elif kind == "order":
+            for w, v in zip(c, answer):
+                w.value = v
+        else:
+            c.value = answer
+
+    def check(self, item_id: str) -> Grade | None:
+        try:
+            g = grade(item_id, self.answer(item_id))
+        except CourseError as exc:
+            self.feedback[item_id].value = error_html(str(exc))
+            self.grades.pop(item_id, None)
+            return None
+        self.grades[item_id] = g
+        self.feedback[item_id].value = g.html()
+        return g
+
+    def check_all(self) -> dict:
+        return {it["id"]: self.check(it["id"]) for it in items()}
+
+    def __repr__(self) -> str:
+        passed = [k for k, g in self.grades.items() if g.correct]
+        return f"SelfCheck(items={len(self.controls)}, checked={len(self.grades)}, passed={passed})"

@@ -1,0 +1,80 @@
+"""The technique map of §1 rendered from assets/techniques.yaml, filterable by symptom and cost.
+
+- ``technique_rows(symptom=None, max_cost=None)`` (pure): the rows as dicts;
+- ``technique_table_html(rows)`` (pure): an HTML table;
+- ``TechniqueTable``: two dropdowns (symptom, highest cost) over the table.
+"""
+from __future__ import annotations
+
+import shlex
+
+import ipywidgets as W
+
+from .. import knowledge
+from ..errors import CourseError
+from ._common import error_html, esc
+
+COLUMNS = [("name", "Technique"), ("solves", "What it solves"), ("cost", "What it costs"),
+           ("cost_level", "Cost"), ("module", "Covered in"), ("flags", "vLLM 0.32 flags"),
+           ("hardware", "Needs")]
+
+
+def technique_rows(symptom: str | None = None, max_cost: str | None = None) -> list:
+    """Rows of the technique map (dicts with the COLUMNS keys plus id and symptoms)."""
+    needs = knowledge.load("techniques")["hardware_needs"]
+    rows = []
+    for t in knowledge.filter_techniques(symptom, max_cost):
+        if t.default_on:
+            flags = "on by default" + (f"; off: {shlex.join(t.disable_flags)}" if t.disable_flags else "")
+            if t.enable_flags:
+                flags += f"; tune: {shlex.join(t.enable_flags)}"
+        else:
+            flags = shlex.join(t.enable_flags)
+        rows.append({"id": t.id, "name": f"{t.name} ({t.name_zh})" if t.name_zh != t.name else t.name,
+                     "solves": t.solves, "cost": t.cost, "cost_level": t.cost_level, "module": t.module,
+                     "flags": flags, "hardware": needs[t.hardware]["text"] if t.hardware != "none" else "",
+                     "symptoms": list(t.symptoms)})
+    return rows
+
+
+def technique_table_html(rows: list) -> str:
+    """The rows as an HTML table (flags in code font)."""
+    head = "".join(f"<th style='text-align:left'>{esc(h)}</th>" for _, h in COLUMNS)
+    body = []
+    for r in rows:
+        cells = []
+        for k, _ in COLUMNS:
+            v = esc(r[k])
+            cells.append(f"<td style='text-align:left'>{'<code>' + v + '</code>' if k == 'flags' else v}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+class TechniqueTable(W.VBox):
+    """Filter the technique map by symptom and by highest acceptable cost."""
+
+    def __init__(self, symptom: str = "all", max_cost: str = "all"):
+        names = knowledge.load("techniques")["symptom_names"]
+        self.symptom_w = W.Dropdown(options=[("all symptoms", "all")] + [(v, k) for k, v in names.items()],
+                                    value=symptom, description="symptom")
+        self.cost_w = W.Dropdown(options=[("any cost", "all"), ("low", "low"), ("up to medium", "medium"),
+                                          ("up to high", "high")], value=max_cost, description="cost")
+        self.table_w = W.HTML()
+        self.rows = []
+        self.error_text = None
+        self.symptom_w.observe(lambda _c: self.refresh(), names="value")
+        self.cost_w.observe(lambda _c: self.refresh(), names="value")
+        super().__init__(children=[W.HBox([self.symptom_w, self.cost_w]), self.table_w])
+        self.refresh()
+
+    def refresh(self) -> None:
+        try:
+            self.rows = technique_rows(self.symptom_w.value, self.cost_w.value)
+            self.error_text = None
+            self.table_w.value = technique_table_html(self.rows)
+        except CourseError as exc:
+            self.rows, self.error_text = [], str(exc)
+            self.table_w.value = error_html(str(exc))
+
+    def __repr__(self) -> str:
+        return f"TechniqueTable(symptom={self.symptom_w.value}, cost={self.cost_w.value}, rows={[r['id'] for r in self.rows]})"

@@ -1,0 +1,53 @@
+"""The trade-off table of §7.1 as a picture: what each optimization gives up (-1) and buys (+1).
+
+``tradeoff_matrix()`` (pure) answers (row names, axis names, scores, hover texts);
+``tradeoff_figure()`` draws a plotly heatmap of it; ``technique_cost_figure()`` draws which of
+the axes each of the 13 techniques spends (from techniques.yaml ``cost_axes``).
+"""
+from __future__ import annotations
+
+from .. import knowledge
+
+COLORSCALE = [[0.0, "#c0392b"], [0.5, "#f4f6f7"], [1.0, "#1e8449"]]
+
+
+def tradeoff_matrix():
+    """(row names, axis labels, scores as a list of lists of -1/0/1, hover texts)."""
+    data = knowledge.load("tradeoffs")
+    axes = data["axes"]
+    names, z, hover = [], [], []
+    for r in data["rows"]:
+        names.append(r["name"])
+        z.append([r["scores"].get(a["id"], 0) for a in axes])
+        hover.append([f"{r['name']}: gives up {r['gives_up']}; buys {r['buys']}" for _ in axes])
+    labels = [f"{a['name']} ({a['name_zh']})" for a in axes]
+    return names, labels, z, hover
+
+
+def tradeoff_figure():
+    """Heatmap: rows = optimizations, columns = axes; red = gives up, green = buys."""
+    import plotly.graph_objects as go
+
+    names, labels, z, hover = tradeoff_matrix()
+    text = [["buys" if v > 0 else "gives up" if v < 0 else "" for v in row] for row in z]
+    fig = go.Figure(go.Heatmap(z=z, x=labels, y=names, zmin=-1, zmax=1, colorscale=COLORSCALE,
+                               text=text, texttemplate="%{text}", hovertext=hover, hoverinfo="text",
+                               showscale=False, xgap=2, ygap=2))
+    fig.update_layout(title="What each optimization gives up and buys (§7.1)", height=420, width=900,
+                      yaxis={"autorange": "reversed"}, margin={"l": 10, "r": 10, "t": 50, "b": 10})
+    return fig
+
+
+def technique_cost_figure():
+    """Heatmap of the 13 techniques against the axes they spend (cost_axes in techniques.yaml)."""
+    import plotly.graph_objects as go
+
+    axes = ["compute", "communication", "memory", "accuracy", "complexity"]
+    techs = knowledge.techniques()
+    z = [[-1 if a in t.cost_axes else 0 for a in axes] for t in techs]
+    fig = go.Figure(go.Heatmap(z=z, x=axes, y=[t.id for t in techs], zmin=-1, zmax=1, colorscale=COLORSCALE,
+                               hovertext=[[f"{t.name}: costs {t.cost}" for _ in axes] for t in techs],
+                               hoverinfo="text", showscale=False, xgap=2, ygap=2))
+    fig.update_layout(title="What the 13 techniques spend", height=460, width=700,
+                      yaxis={"autorange": "reversed"}, margin={"l": 10, "r": 10, "t": 50, "b": 10})
+    return fig
