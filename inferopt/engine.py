@@ -336,6 +336,7 @@ class VLLMServer:
                                              "owner_pid": os.getpid(), "port": self.port,
                                              "log": str(self.log_path)}))
         _LIVE.add(self)
+        _hook_ipython()
         try:
             self._wait_ready(t0)
         except BaseException:
@@ -521,6 +522,31 @@ def stop_all() -> None:
 
 
 atexit.register(stop_all)
+
+_HOOKED = False
+
+
+def _stop_on_cell_error(result) -> None:
+    if getattr(result, "error_in_exec", None) is not None and len(_LIVE):
+        names = ", ".join(repr(s) for s in _LIVE)
+        stop_all()
+        print(f"[inferopt] the cell failed, so the vLLM server(s) it left running were stopped: {names}. "
+              "Fix the cell and start the engine again.")
+
+
+def _hook_ipython() -> None:
+    """In a notebook: stop this kernel's servers when a cell fails (registered once)."""
+    global _HOOKED
+    if _HOOKED:
+        return
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    ip = get_ipython()
+    if ip is not None:
+        ip.events.register("post_run_cell", _stop_on_cell_error)
+        _HOOKED = True
 
 
 # ---------------------------------------------------------------- CLI

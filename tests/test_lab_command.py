@@ -1,0 +1,45 @@
+"""The README's run command (`make lab`) really serves JupyterLab with the start page."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import requests
+
+from inferopt.engine import free_port
+from inferopt.paths import REPO_ROOT
+
+
+def test_make_lab_serves_the_start_page():
+    port = free_port()
+    env = dict(os.environ, LAB_PORT=str(port),
+               LAB_OPTS="--no-browser --IdentityProvider.token= --ServerApp.password= --ServerApp.open_browser=False")
+    proc = subprocess.Popen(["make", "--no-print-directory", "lab"], cwd=REPO_ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert proc.poll() is None, f"make lab exited early:\n{proc.stdout.read()[-3000:]}"
+            try:
+                if requests.get(base + "/api/status", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            assert time.monotonic() < deadline, "JupyterLab did not answer within 180 s"
+            time.sleep(1)
+        page = requests.get(base + "/lab/tree/chapters/00-start-here.ipynb", timeout=30)
+        assert page.status_code == 200 and "JupyterLab" in page.text
+        landing = requests.get(base + "/", timeout=30, allow_redirects=False)
+        assert "00-start-here.ipynb" in landing.headers.get("Location", ""), landing.headers
+        nb = requests.get(base + "/api/contents/chapters/00-start-here.ipynb", timeout=30).json()
+        first = nb["content"]["cells"][0]["source"]
+        assert "Inference optimization" in first, first[:200]
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
