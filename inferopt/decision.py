@@ -275,7 +275,7 @@ def _data():
             knowledge.load("optimization_order")["steps"], knowledge.technique_index())
 
 
-def _facts(b: Baseline, w: Workload, thresholds: dict) -> dict:
+def _facts(b: Baseline, w: Workload, thresholds: dict, on=()) -> dict:
     gpu = knowledge.gpu_info(w.gpu_type) if w.gpu_type else None
     gpu_mem = w.gpu_memory_gib if w.gpu_memory_gib is not None else (gpu["memory_gib"] if gpu and gpu["memory_gib"] else None)
     cc = gpu["compute_capability"] if gpu else None
@@ -297,6 +297,7 @@ def _facts(b: Baseline, w: Workload, thresholds: dict) -> dict:
         "weights_fit": weights_fit, "gpu_memory_gib": gpu_mem,
         "tpot_tail_ratio": (b.tpot_p99_ms / b.tpot_p95_ms) if b.tpot_p99_ms and b.tpot_p95_ms else None,
         "ttft_tail_ratio": (b.ttft_p99_ms / b.ttft_p95_ms) if b.ttft_p99_ms and b.ttft_p95_ms else None,
+        **{f"on_{t}": t in on for t in knowledge.technique_index()},
     }
 
 
@@ -400,7 +401,7 @@ def diagnose(metrics, slos, workload=None, techniques_on=None) -> Diagnosis:
     w = workload if isinstance(workload, Workload) else Workload.from_dict(workload)
     on_list = default_techniques_on() if techniques_on is None else knowledge.check_technique_ids(techniques_on)
     on = set(on_list)
-    facts = _facts(b, w, thresholds)
+    facts = _facts(b, w, thresholds, on)
 
     failing = _metric_checks(b, s, thresholds["tail_ratio"])
     order_ids = [st["branch"] for st in steps]
@@ -450,13 +451,14 @@ def diagnose(metrics, slos, workload=None, techniques_on=None) -> Diagnosis:
         for a in cond["actions"]:
             a_ok, _ = _cond_holds(a.get("when"), facts, thresholds)
             if a_ok:
-                actions.append({"id": a["id"], "condition": cond["id"], "text": a["text"]})
+                actions.append({"id": a["id"], "condition": cond["id"], "text": a["text"],
+                                "flags_add": list(a.get("flags", []))})
 
     # cheapest first (stable within a cost level: tree order), so the one change to try is the cheapest
     recs.sort(key=lambda r: knowledge.COST_ORDER[techs[r["id"]].cost_level])
     new_ids = {r["id"] for r in recs}
     conflicts = _conflicts(pitfalls, on, new_ids, facts, thresholds, techs)
-    flags = [x for r in recs for x in r["flags_add"]]
+    flags = [x for r in recs + actions for x in r["flags_add"]]
     flags_remove = [x for r in recs for x in r["flags_remove"]]
     if recs:
         first = recs[0]
@@ -466,6 +468,9 @@ def diagnose(metrics, slos, workload=None, techniques_on=None) -> Diagnosis:
                       + ("" if not first["flags_add"] else f", add {change}"))
         nxt = (f"Apply one change: {first['name']} ({change}). Then run the same benchmark again and "
                f"diagnose the new baseline before trying anything else.")
+    elif actions and actions[0]["flags_add"]:
+        nxt = (f"Apply one change: {' '.join(actions[0]['flags_add'])} ({actions[0]['text']}). "
+               "Then run the same benchmark again and diagnose the new baseline.")
     elif actions:
         nxt = f"Investigate: {actions[0]['text']}. Then measure again."
     elif not matched:
@@ -504,8 +509,9 @@ def conflicts_for(techniques_on, workload=None) -> list:
     """The §3 pitfalls that fire for a set of techniques alone (no baseline needed)."""
     tree, pitfalls, _, techs = _data()
     w = workload if isinstance(workload, Workload) else Workload.from_dict(workload)
-    facts = _facts(Baseline(oom=True), w, tree["thresholds"])
-    return _conflicts(pitfalls, set(knowledge.check_technique_ids(techniques_on)), set(), facts,
+    on = set(knowledge.check_technique_ids(techniques_on))
+    facts = _facts(Baseline(oom=True), w, tree["thresholds"], on)
+    return _conflicts(pitfalls, on, set(), facts,
                       tree["thresholds"], techs)
 
 
@@ -631,7 +637,7 @@ def format_text(d: Diagnosis) -> str:
         lines.append(f"  try {r['id']}: {r['reason']}; flags: {' '.join(r['flags_add']) or '(none)'}"
                      + (f"; remove {' '.join(r['flags_remove'])}" if r["flags_remove"] else ""))
     for a in d.actions:
-        lines.append(f"  do: {a['text']}")
+        lines.append(f"  do: {a['text']}" + (f"; flags: {' '.join(a['flags_add'])}" if a["flags_add"] else ""))
     for a in d.already_on:
         lines.append(f"  already on: {a['id']}")
     for s in d.skipped:

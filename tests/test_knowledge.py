@@ -151,6 +151,14 @@ def test_every_technique_flag_parses_with_vllms_parser(vllm_parser):
                 assert ns.attention_backend in AttentionBackendEnum.__members__, (t.id, ns.attention_backend)
 
 
+def test_every_action_flag_in_the_tree_parses(vllm_parser):
+    flagged = [a for b in knowledge.load("decision_tree")["branches"] for c in b["conditions"]
+               for a in c["actions"] if a.get("flags")]
+    assert {a["id"] for a in flagged} == {"raise_concurrency", "smaller_prefill_chunks"}
+    for a in flagged:
+        _parse(vllm_parser, a["flags"])
+
+
 def test_parser_really_rejects_bad_flags(vllm_parser):
     """The check above can fail: vLLM's parser exits on a misspelled flag or a bad choice."""
     with pytest.raises(AssertionError):

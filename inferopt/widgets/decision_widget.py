@@ -113,7 +113,8 @@ def diagnosis_html(d: Diagnosis) -> str:
                            f"{esc(shlex.join(r['flags_add'])) or '(no flag)'}</code></li>" for r in d.recommendations)
             parts.append(f"<p><b>Try (cheapest first):</b></p><ol>{rows}</ol>")
         for a in d.actions:
-            parts.append(f"<p>Investigate: {esc(a['text'])}</p>")
+            flags = f" <code>{esc(shlex.join(a['flags_add']))}</code>" if a["flags_add"] else ""
+            parts.append(f"<p>{'Tune' if flags else 'Investigate'}: {esc(a['text'])}{flags}</p>")
         for a in d.already_on:
             parts.append(f"<p>Already on: {esc(a['id'])}</p>")
         for s in d.skipped:
