@@ -11,6 +11,8 @@ STAMP  := $(VENV)/.installed-$(ENGINE)
 MODEL_STAMP := .cache/models/SmolLM2-135M-Instruct/.prepared
 LAB_PORT ?= 8888
 LAB_OPTS ?=
+# Jupyter refuses to run as root without --allow-root (CI and containers run as root)
+ROOT_OPT := $(if $(filter 0,$(shell id -u)),--allow-root)
 NB ?=
 
 .PHONY: setup lab test tools model labs check clean-notebooks run-notebooks bench env help
@@ -50,7 +52,7 @@ tools:
 	  || { echo "could not install prometheus: chapter 06 and its tests need promtool (apt-get install prometheus)"; exit 1; }; }
 
 lab: setup
-	$(BIN)/jupyter lab --ip 127.0.0.1 --port $(LAB_PORT) --ServerApp.default_url=/lab/tree/chapters/00-start-here.ipynb $(LAB_OPTS)
+	$(BIN)/jupyter lab --ip 127.0.0.1 --port $(LAB_PORT) --ServerApp.default_url=/lab/tree/chapters/00-start-here.ipynb $(ROOT_OPT) $(LAB_OPTS)
 
 test: setup
 	$(BIN)/python -m pytest
