@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "inferopt.planner",       # plan
     "inferopt.capacity",      # capacity
     "inferopt.decision",      # diagnose
+    "inferopt.bench.cli",     # bench sweep | bench import
 ]
 
 

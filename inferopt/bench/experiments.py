@@ -1,0 +1,260 @@
+"""The live experiments of the decision tree: measure, diagnose, change one flag, measure again.
+
+Each function here measures one workload on a running engine (``inferopt.engine.VLLMServer``)
+and returns summaries; the notebook owns the engines (one per configuration, reused across
+experiments) so that every comparison differs in exactly one flag. Sizes are chosen for the
+2-core CPU engine (about a minute per experiment); on a GPU pass larger sizes.
+
+- branch A (TTFT): ``shared_prefix_run`` - a customer-service system prompt shared by every
+  request, one request at a time; prefix caching off vs on.
+- branch B (TPOT/throughput): ``concurrency_sweep`` - continuous batching's throughput gain and its
+  TPOT cost; ``spec_run`` - n-gram speculative decoding on code-like prompts at low and higher
+  concurrency (pitfall 3.2: the gain shrinks as the batch grows).
+- branch C (memory): ``kv_pressure_run`` - more requests than the KV budget holds; /metrics shows
+  waiting and preempted requests; ``kv_fix_gib`` - the memory calculator's budget for the load.
+- branch D (tail): ``prefill_interference_run`` - a long prompt arrives while others decode; the
+  decode streams' ITL P99 with the whole prefill in one step vs split into chunks.
+``decision_inputs`` turns a summary (+ /metrics deltas) into the decision engine's input.
+"""
+from __future__ import annotations
+
+import math
+import random
+import threading
+import time
+
+from ..errors import CourseError
+from . import loadgen
+from .metrics import SLO, summarize
+from .workload import RequestSpec, Workload, build_requests, load_tokenizer, random_text
+
+# ---------------------------------------------------------------- /metrics
+WATCHED = ("vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc",
+           "vllm:num_preemptions_total", "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total",
+           "vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_accepted_tokens_total")
+
+
+def parse_metrics(text: str) -> dict:
+    """Sum each vLLM sample over its labels: {'vllm:num_preemptions_total': 3.0, ...}.
+
+    Counters keep their ``_total`` name; histogram parts (_bucket/_sum/_count) are kept as named."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if s.name.startswith("vllm:"):
+                out[s.name] = out.get(s.name, 0.0) + float(s.value)
+    return out
+
+
+def scrape(srv) -> dict:
+    """The engine's /metrics now, summed over labels (see parse_metrics)."""
+    return parse_metrics(srv.metrics_text())
+
+
+def delta(after: dict, before: dict, name: str) -> float:
+    return after.get(name, 0.0) - before.get(name, 0.0)
+
+
+class MetricsPoller:
+    """Samples /metrics gauges every ``interval_s`` in a thread; ``peak[name]`` is the maximum seen."""
+
+    def __init__(self, srv, interval_s: float = 0.5):
+        self.srv, self.interval_s = srv, interval_s
+        self.peak: dict = {}
+        self.samples = 0
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self):
+        while not self._stop.is_set():
+            try:
+                m = scrape(self.srv)
+            except CourseError:
+                break
+            self.samples += 1
+            for k in ("vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc"):
+                self.peak[k] = max(self.peak.get(k, 0.0), m.get(k, 0.0))
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join(timeout=5)
+
+
+def _measure(srv, run_kwargs: dict, slo: SLO | None = None, poll: bool = False) -> dict:
+    """Run loadgen with /metrics read before and after (and polled if asked); one result dict."""
+    ep = loadgen.Endpoint.from_server(srv)
+    before = scrape(srv)
+    if poll:
+        with MetricsPoller(srv) as poller:
+            res = loadgen.run(ep, **run_kwargs)
+        peak = dict(poller.peak)
+    else:
+        res = loadgen.run(ep, **run_kwargs)
+        peak = {}
+    after = scrape(srv)
+    counters = {name: delta(after, before, name) for name in WATCHED if name.endswith("_total")}
+    return {"summary": res.summary(slo), "records": res.records, "counters": counters, "peak": peak,
+            "wall_s": res.duration_s, "client_cpu_ms_per_request": 1000 * res.client_cpu_s_per_request}
+
+
+# ---------------------------------------------------------------- decision-engine glue
+def decision_inputs(summary: dict, *, counters: dict | None = None, peak: dict | None = None,
+                    memory_symptom: bool | None = None) -> dict:
+    """The decision engine's ``metrics`` dict from one of our summaries (latencies in ms).
+
+    ``memory_symptom``: vLLM does not crash when its KV space runs out - it queues and preempts
+    requests. By default the memory symptom (``oom``) is reported when the run saw preemptions."""
+    m = {k: summary[k] for k in ("ttft_p95_ms", "tpot_p95_ms", "ttft_p99_ms", "tpot_p99_ms", "throughput_tok_s")
+         if k in summary and summary[k] is not None and not (isinstance(summary[k], float) and math.isnan(summary[k]))}
+    counters, peak = counters or {}, peak or {}
+    if "vllm:num_preemptions_total" in counters:
+        m["preemptions"] = int(counters["vllm:num_preemptions_total"])
+    if "vllm:num_requests_waiting" in peak:
+        m["queue_len"] = int(peak["vllm:num_requests_waiting"])
+    if "vllm:kv_cache_usage_perc" in peak:
+        m["memory_used_frac"] = min(1.0, float(peak["vllm:kv_cache_usage_perc"]))
+    if memory_symptom is None:
+        memory_symptom = m.get("preemptions", 0) > 0
+    m["oom"] = bool(memory_symptom)
+    return m
+
+
+def ratio(before: float, after: float) -> float:
+    """after / before (a speed-up shows as < 1 for latencies, > 1 for throughput)."""
+    if not before:
+        raise CourseError("cannot form a ratio with a zero 'before' value")
+    return after / before
+
+
+# ---------------------------------------------------------------- branch A
+def shared_prefix_requests(tokenizer, *, n: int = 5, prefix_tokens: int = 600, question_tokens: int = 30,
+                           output_tokens: int = 8, seed: int = 0) -> list[RequestSpec]:
+    """Customer-service chat: one long system prompt (same for all) + a short, different question."""
+    return build_requests(Workload(input_tokens=prefix_tokens + question_tokens, output_tokens=output_tokens,
+                                   num_requests=n, shared_prefix_tokens=prefix_tokens, seed=seed), tokenizer)
+
+
+def shared_prefix_run(srv, tokenizer=None, *, n: int = 5, prefix_tokens: int = 600, seed: int = 0,
+                      progress: bool = True, **kw) -> dict:
+    """Requests one at a time; the first fills the cache (cold), the rest can reuse it (warm).
+
+    Returns the _measure dict plus ``cold_ttft_ms`` (first request) and ``warm_ttft_ms``
+    (median of the others) and the prefix-cache hit counters."""
+    tokenizer = tokenizer or load_tokenizer()
+    reqs = shared_prefix_requests(tokenizer, n=n, prefix_tokens=prefix_tokens, seed=seed, **kw)
+    out = _measure(srv, {"requests": reqs, "concurrency": 1, "progress": progress, "desc": "shared prefix"})
+    ttfts = [r.ttft_s * 1000 for r in out["records"] if r.ok]
+    out["cold_ttft_ms"] = ttfts[0]
+    out["warm_ttft_ms"] = sorted(ttfts[1:])[len(ttfts[1:]) // 2]
+    out["summary"]["warm_ttft_p50_ms"] = out["warm_ttft_ms"]
+    return out
+
+
+# ---------------------------------------------------------------- branch B
+def concurrency_sweep(srv, tokenizer=None, *, concurrencies=(1, 2, 4, 8), input_tokens: int = 100,
+                      output_tokens: int = 32, min_rounds: int = 2, slo: SLO | None = None, writer=None,
+                      progress: bool = True, seed: int = 0) -> list[dict]:
+    """Closed-loop sweep on a running engine (fresh prompts per level); one summary per level."""
+    from .sweep import sweep
+
+    ep = loadgen.Endpoint.from_server(srv)
+    wl = Workload(input_tokens=input_tokens, output_tokens=output_tokens, num_requests=1, seed=seed)
+    return sweep(ep, wl, concurrencies=list(concurrencies), tokenizer=tokenizer or load_tokenizer(), slo=slo,
+                 min_rounds=min_rounds, writer=writer, progress=progress)
+
+
+CODE_HEADER = "# Python: one helper function per constant, all in the same style.\n\n"
+
+
+def code_prompt(start: int, functions: int = 6) -> str:
+    """A repetitive code prompt: the model continues the pattern, so n-gram lookup finds drafts."""
+    body = "".join(f"def add_{i}(x):\n    \"\"\"Return x plus {i}.\"\"\"\n    return x + {i}\n\n\n"
+                   for i in range(start, start + functions))
+    return CODE_HEADER + body
+
+
+def spec_requests(tokenizer, *, n: int, output_tokens: int = 64, seed: int = 0) -> list[RequestSpec]:
+    rng = random.Random(f"spec-{seed}")
+    out = []
+    for _ in range(n):
+        p = code_prompt(rng.randint(10, 900))
+        out.append(RequestSpec(p, len(tokenizer(p).input_ids), output_tokens, "code"))
+    return out
+
+
+def spec_run(srv, tokenizer=None, *, concurrency: int = 1, n: int | None = None, output_tokens: int = 64,
+             seed: int = 0, progress: bool = True) -> dict:
+    """Code-like prompts at one concurrency; adds the draft acceptance rate when spec decoding is on."""
+    tokenizer = tokenizer or load_tokenizer()
+    n = n or (2 * concurrency if concurrency > 1 else 2)
+    reqs = spec_requests(tokenizer, n=n, output_tokens=output_tokens, seed=seed * 100 + concurrency)
+    out = _measure(srv, {"requests": reqs, "concurrency": concurrency, "progress": progress,
+                         "desc": f"code prompts, concurrency={concurrency}"})
+    c = out["counters"]
+    drafts = c.get("vllm:spec_decode_num_draft_tokens_total", 0.0)
+    out["acceptance_rate"] = (c.get("vllm:spec_decode_num_accepted_tokens_total", 0.0) / drafts) if drafts else None
+    out["summary"]["concurrency"] = concurrency
+    return out
+
+
+# ---------------------------------------------------------------- branch C
+def kv_fix_gib(*, concurrency: int, input_tokens: int, output_tokens: int, max_model_len: int,
+               headroom: float = 1.25, dtype: str = "float32") -> dict:
+    """The memory calculator's KV budget (GiB, 2^30 B) for ``concurrency`` requests of this length.
+
+    blocks needed = concurrency × ceil((input + output) / block size), and never fewer than one
+    max_model_len request (vLLM refuses to start otherwise); budget = blocks × bytes per block,
+    times ``headroom``. Returns the working."""
+    from ..memory import cpu_engine_prediction
+
+    probe = cpu_engine_prediction(kv_cache_gib=1.0, max_model_len=max_model_len, dtype=dtype)
+    block = probe.block_size
+    per_req = math.ceil((input_tokens + output_tokens) / block)
+    need_blocks = max(concurrency * per_req, math.ceil(max_model_len / block))
+    blocks = math.ceil(need_blocks * headroom)
+    gib = blocks * probe.bytes_per_block / (1 << 30)
+    check = cpu_engine_prediction(kv_cache_gib=gib, max_model_len=max_model_len, dtype=dtype)
+    return {"block_size": block, "bytes_per_block": probe.bytes_per_block, "blocks_per_request": per_req,
+            "blocks_needed": need_blocks, "blocks_with_headroom": blocks, "kv_cache_gib": gib,
+            "predicted_kv_tokens": check.kv_cache_tokens, "predicted_blocks": check.num_blocks}
+
+
+def kv_pressure_run(srv, tokenizer=None, *, concurrency: int = 12, input_tokens: int = 100,
+                    output_tokens: int = 60, seed: int = 0, slo: SLO | None = None, progress: bool = True) -> dict:
+    """``concurrency`` requests at once, each growing past a block boundary while it decodes."""
+    tokenizer = tokenizer or load_tokenizer()
+    reqs = build_requests(Workload(input_tokens=input_tokens, output_tokens=output_tokens,
+                                   num_requests=concurrency, seed=seed), tokenizer)
+    out = _measure(srv, {"requests": reqs, "concurrency": concurrency, "progress": progress,
+                         "desc": f"KV pressure, concurrency={concurrency}"}, slo=slo, poll=True)
+    out["summary"]["concurrency"] = concurrency
+    return out
+
+
+# ---------------------------------------------------------------- branch D
+def prefill_interference_run(srv, tokenizer=None, *, streams: int = 4, stream_input_tokens: int = 100,
+                             stream_output_tokens: int = 64, long_prompt_tokens: int = 1500,
+                             arrive_at_s: float = 2.0, seed: int = 0, progress: bool = True) -> dict:
+    """``streams`` decode streams start at t=0; one fresh long prompt arrives at ``arrive_at_s``.
+
+    Every prompt is new random text, so no run profits from the prefix cache of the one before.
+    Returns the _measure dict plus ``decode`` (summary of the streams only: ITL P99 is the stall
+    they felt) and ``long_ttft_ms`` (the long prompt's own TTFT)."""
+    tokenizer = tokenizer or load_tokenizer()
+    dec = build_requests(Workload(input_tokens=stream_input_tokens, output_tokens=stream_output_tokens,
+                                  num_requests=streams, seed=seed * 10 + 1), tokenizer, tag="decode")
+    long = build_requests(Workload(input_tokens=long_prompt_tokens, output_tokens=8, num_requests=1,
+                                   seed=seed * 10 + 2), tokenizer, tag="long")
+    schedule = [(0.0, r) for r in dec] + [(arrive_at_s, long[0])]
+    out = _measure(srv, {"schedule": schedule, "progress": progress, "desc": "decode streams + long prompt"})
+    recs = out["records"]
+    out["decode"] = summarize([r for r in recs if r.tag == "decode"])
+    out["long_ttft_ms"] = next(r.ttft_s * 1000 for r in recs if r.tag == "long" and r.ok)
+    return out

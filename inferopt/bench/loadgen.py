@@ -1,0 +1,256 @@
+"""Async load generator for any OpenAI-compatible endpoint (vLLM on CPU or GPU, a remote server).
+
+Two ways to offer load:
+- closed loop (``concurrency=N``): N workers, each sends its next request as soon as its last one
+  finished, so N requests are always in flight (genai-perf/aiperf ``--concurrency``,
+  ``vllm bench serve --max-concurrency`` with an infinite rate);
+- open loop (``rate=R`` req/s): requests are sent at Poisson arrival times whatever the server's
+  state (``vllm bench serve --request-rate``); ``concurrency`` then caps requests in flight.
+  ``schedule=[(t_s, spec), ...]`` sends given requests at given times (the branch-D experiment).
+
+Every request streams (``stream=True`` with usage in the last chunk) and asks for
+``ignore_eos`` so the output has exactly ``max_tokens`` tokens. Warm-up requests are sent first
+and not recorded. A run stops sending after ``max_requests`` or ``duration_s``.
+``on_record`` is called as each request completes (results.ResultWriter saves it at once).
+
+The client's own CPU cost is measured (``RunResult.client_cpu_s_per_request``) so a load test can
+show it was not the bottleneck. Works inside Jupyter (runs its event loop in a worker thread).
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import random
+import time
+from dataclasses import dataclass, field
+
+from ..errors import CourseError
+from .metrics import SLO, RequestRecord, summarize
+from .workload import RequestSpec
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where to send requests. ``base_url`` without ``/v1`` (e.g. ``http://127.0.0.1:8000``)."""
+    base_url: str
+    model: str
+    api_key: str | None = None
+    api: str = "completions"          # 'completions' (exact prompt tokens) or 'chat'
+    ignore_eos: bool = True           # vLLM extension; set False for servers that reject it
+    timeout_s: float = 600.0
+
+    def __post_init__(self):
+        if self.api not in ("completions", "chat"):
+            raise CourseError(f"api={self.api!r}: use 'completions' or 'chat'")
+        if not self.base_url.startswith(("http://", "https://")):
+            raise CourseError(f"base_url={self.base_url!r}: give a URL such as http://127.0.0.1:8000")
+
+    @classmethod
+    def from_server(cls, srv, **kw) -> "Endpoint":
+        """The endpoint of a running inferopt.engine.VLLMServer."""
+        return cls(base_url=srv.base_url, model=srv.model_name, **kw)
+
+    @property
+    def url(self) -> str:
+        base = self.base_url.rstrip("/")
+        if base.endswith("/v1"):
+            base = base[:-3]
+        return base + ("/v1/completions" if self.api == "completions" else "/v1/chat/completions")
+
+    def headers(self) -> dict:
+        h = {"Content-Type": "application/json"}
+        if self.api_key:
+            h["Authorization"] = f"Bearer {self.api_key}"
+        return h
+
+    def payload(self, spec: RequestSpec) -> dict:
+        body = {"model": self.model, "max_tokens": spec.max_tokens, "temperature": 0.0, "stream": True,
+                "stream_options": {"include_usage": True}}
+        if self.ignore_eos:
+            body["ignore_eos"] = True
+        if self.api == "completions":
+            body["prompt"] = spec.prompt
+        else:
+            body["messages"] = [{"role": "user", "content": spec.prompt}]
+        return body
+
+
+@dataclass
+class RunResult:
+    """Records of one run plus its wall time (first send → last completion) and client CPU."""
+    records: list[RequestRecord]
+    duration_s: float
+    client_cpu_s: float
+    labels: dict = field(default_factory=dict)
+
+    @property
+    def client_cpu_s_per_request(self) -> float:
+        return self.client_cpu_s / max(1, len(self.records))
+
+    def summary(self, slo: SLO | None = None) -> dict:
+        s = summarize(self.records, duration_s=self.duration_s, slo=slo, **self.labels)
+        s["client_cpu_ms_per_request"] = 1000.0 * self.client_cpu_s_per_request
+        return s
+
+
+async def _send(session, ep: Endpoint, spec: RequestSpec, rid: int, t0: float) -> RequestRecord:
+    import aiohttp
+
+    rec = RequestRecord(request_id=rid, prompt_tokens=spec.prompt_tokens, output_tokens=0, tag=spec.tag)
+    st = time.perf_counter()
+    rec.start_s = st - t0
+    last = st
+    chunks = 0
+    try:
+        async with session.post(ep.url, json=ep.payload(spec), headers=ep.headers()) as resp:
+            if resp.status != 200:
+                text = (await resp.text())[:300]
+                rec.error = f"HTTP {resp.status}: {text}"
+                return rec
+            buf = b""
+            async for piece in resp.content.iter_any():
+                buf += piece
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    line = line.strip()
+                    if not line.startswith(b"data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == b"[DONE]":
+                        continue
+                    msg = json.loads(data)
+                    if msg.get("choices"):
+                        now = time.perf_counter()
+                        if rec.ttft_s is None:
+                            rec.ttft_s = now - st
+                        else:
+                            rec.itl_s.append(now - last)
+                        last = now
+                        chunks += 1
+                    if msg.get("usage"):
+                        usage = msg["usage"]
+                        rec.output_tokens = usage.get("completion_tokens") or rec.output_tokens
+                        rec.prompt_tokens = usage.get("prompt_tokens") or rec.prompt_tokens
+            if rec.ttft_s is None:
+                rec.error = "the stream ended without a single token"
+            else:
+                rec.e2e_s = last - st
+                if not rec.output_tokens:   # server sent no usage: count chunks
+                    rec.output_tokens = chunks
+    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+        rec.error = f"{type(exc).__name__}: {exc}"
+    return rec
+
+
+def _progress(total: int, enabled: bool, desc: str):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, leave=False)
+
+
+async def _run_async(ep, requests, concurrency, rate, schedule, warmup, duration_s, on_record,
+                     progress, seed, desc) -> RunResult:
+    import aiohttp
+
+    timeout = aiohttp.ClientTimeout(total=ep.timeout_s)
+    limit = max(1, concurrency or 0, len(schedule or []), 64 if rate else 0)
+    conn = aiohttp.TCPConnector(limit=limit, force_close=False)
+    async with aiohttp.ClientSession(timeout=timeout, connector=conn) as session:
+        # warm-up: short requests, not recorded
+        for i in range(warmup):
+            spec = RequestSpec(prompt=f" warm up request number {i}", prompt_tokens=0, max_tokens=4)
+            w = await _send(session, ep, spec, -1 - i, time.perf_counter())
+            if w.error:
+                raise CourseError(f"warm-up request to {ep.url} failed: {w.error}. Is the server up, the model "
+                                  f"name {ep.model!r} right, and the API key set if it needs one?")
+        records: list[RequestRecord] = []
+        bar = _progress(len(schedule) if schedule else len(requests), progress, desc)
+        cpu0, t0 = time.process_time(), time.perf_counter()
+
+        def done(rec):
+            records.append(rec)
+            if bar is not None:
+                bar.update(1)
+            if on_record is not None:
+                on_record(rec)
+
+        if schedule is None and rate is None:            # closed loop
+            queue = list(enumerate(requests))
+            queue.reverse()
+
+            async def worker():
+                while queue:
+                    if duration_s is not None and time.perf_counter() - t0 >= duration_s:
+                        return
+                    rid, spec = queue.pop()
+                    done(await _send(session, ep, spec, rid, t0))
+
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
+        else:                                            # open loop
+            if schedule is None:
+                rng = random.Random(f"arrivals-{seed}")
+                t, schedule = 0.0, []
+                for spec in requests:
+                    schedule.append((t, spec))
+                    t += rng.expovariate(rate)
+            sem = asyncio.Semaphore(concurrency) if concurrency else None
+
+            async def fire(rid, at, spec):
+                delay = at - (time.perf_counter() - t0)
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                if sem is None:
+                    done(await _send(session, ep, spec, rid, t0))
+                else:
+                    async with sem:
+                        done(await _send(session, ep, spec, rid, t0))
+
+            tasks = [fire(i, at, spec) for i, (at, spec) in enumerate(schedule)
+                     if duration_s is None or at < duration_s]
+            await asyncio.gather(*tasks)
+        duration = time.perf_counter() - t0
+        cpu = time.process_time() - cpu0
+        if bar is not None:
+            bar.close()
+    records.sort(key=lambda r: r.request_id)
+    return RunResult(records=records, duration_s=duration, client_cpu_s=cpu)
+
+
+def _run_coro(make_coro):
+    """Run a coroutine to completion from sync code, also inside Jupyter's running event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(make_coro())
+    with concurrent.futures.ThreadPoolExecutor(1) as ex:
+        return ex.submit(lambda: asyncio.run(make_coro())).result()
+
+
+def run(endpoint: Endpoint, requests=None, *, concurrency: int | None = None, rate: float | None = None,
+        schedule=None, warmup: int = 0, max_requests: int | None = None, duration_s: float | None = None,
+        on_record=None, progress: bool = True, seed: int = 0, desc: str = "requests", **labels) -> RunResult:
+    """Send ``requests`` (list of RequestSpec) to ``endpoint`` and return their records.
+
+    Give ``concurrency`` (closed loop), or ``rate`` in requests/s (open loop, Poisson arrivals,
+    ``concurrency`` then caps requests in flight), or ``schedule=[(send_at_s, RequestSpec), ...]``.
+    ``labels`` (e.g. concurrency=4) are copied into the summary."""
+    if schedule is None:
+        if not requests:
+            raise CourseError("no requests to send: build them with bench.workload.build_requests(...)")
+        if rate is None and not concurrency:
+            raise CourseError("give concurrency=N (closed loop) or rate=R requests/s (open loop)")
+        if rate is not None and rate <= 0:
+            raise CourseError(f"rate={rate}: give a positive number of requests per second")
+        if concurrency is not None and concurrency < 1:
+            raise CourseError(f"concurrency={concurrency}: give 1 or more requests in flight")
+        if max_requests is not None:
+            requests = list(requests)[:max_requests]
+    else:
+        schedule = sorted(schedule, key=lambda p: p[0])
+    result = _run_coro(lambda: _run_async(endpoint, list(requests or []), concurrency, rate, schedule, warmup,
+                                          duration_s, on_record, progress, seed, desc))
+    result.labels = {k: v for k, v in {"concurrency": concurrency, "rate": rate, **labels}.items() if v is not None}
+    return result

@@ -1,0 +1,107 @@
+"""Plotly figures of benchmark summaries and records (pure: data in, figure out).
+
+- ``latency_vs_concurrency``: TTFT and TPOT percentiles against concurrency with the SLO lines,
+  and the maximum concurrency that meets every SLO marked;
+- ``pareto``: output throughput against latency (each point a concurrency level), the
+  throughput-latency trade-off curve;
+- ``latency_cdf``: empirical CDFs of a per-request metric for several runs;
+- ``before_after``: grouped bars of one optimization's effect on chosen metrics.
+Figures carry no timestamps or random ids, so a figure from fixed data is deterministic.
+"""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..errors import CourseError
+from .metrics import SLO, max_level_meeting
+
+_COLORS = {"p50": "#1f77b4", "p90": "#2ca02c", "p95": "#ff7f0e", "p99": "#d62728"}
+
+
+def _levels(summaries, key):
+    if not summaries:
+        raise CourseError("no summaries to plot: run a sweep first")
+    if any(key not in s for s in summaries):
+        raise CourseError(f"every summary needs a {key!r} value to be plotted against")
+    return sorted(summaries, key=lambda s: s[key])
+
+
+def latency_vs_concurrency(summaries, slo: SLO | None = None, key: str = "concurrency",
+                           percentiles=("p50", "p95", "p99"), title: str | None = None) -> go.Figure:
+    """Two panels: TTFT and TPOT percentiles (ms) against ``key``; SLO lines; max level meeting SLOs."""
+    rows = _levels(summaries, key)
+    x = [s[key] for s in rows]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("TTFT (ms)", "TPOT (ms)"))
+    for col, metric in ((1, "ttft"), (2, "tpot")):
+        for p in percentiles:
+            fig.add_trace(go.Scatter(x=x, y=[round(s[f"{metric}_{p}_ms"], 3) for s in rows], mode="lines+markers",
+                                     name=f"{metric.upper()} {p.upper()}", legendgroup=p,
+                                     line={"color": _COLORS.get(p)}, showlegend=(col == 1) or True), row=1, col=col)
+        limit = getattr(slo, f"{metric}_ms", None) if slo else None
+        if limit is not None:
+            fig.add_hline(y=limit, line_dash="dash", line_color="black", row=1, col=col,
+                          annotation_text=f"SLO P{slo.percentile} {limit:g} ms", annotation_position="top left")
+    if slo is not None:
+        best = max_level_meeting(rows, slo, key=key)
+        if best is not None:
+            for col in (1, 2):
+                fig.add_vline(x=best, line_dash="dot", line_color="green", row=1, col=col)
+            fig.add_annotation(x=best, y=1.0, yref="paper", xref="x", showarrow=False, yanchor="bottom",
+                               text=f"max {key} meeting SLOs: {best}", font={"color": "green"})
+    fig.update_xaxes(title_text=key, type="log" if key == "concurrency" else "linear")
+    fig.update_layout(title=title or f"Latency percentiles vs {key}", template="plotly_white", height=420)
+    return fig
+
+
+def pareto(summaries, latency: str = "tpot_p95_ms", throughput: str = "output_throughput_tok_s",
+           key: str = "concurrency", slo_ms: float | None = None, title: str | None = None) -> go.Figure:
+    """Throughput (y) against a latency percentile (x); each point labelled with its level."""
+    rows = _levels(summaries, key)
+    fig = go.Figure(go.Scatter(x=[round(s[latency], 3) for s in rows], y=[round(s[throughput], 3) for s in rows],
+                               mode="lines+markers+text", text=[f"{key}={s[key]}" for s in rows],
+                               textposition="top center", name="measured"))
+    if slo_ms is not None:
+        fig.add_vline(x=slo_ms, line_dash="dash", annotation_text=f"SLO {slo_ms:g} ms")
+    fig.update_layout(title=title or "Throughput vs latency (each point one concurrency level)",
+                      xaxis_title=latency, yaxis_title=throughput, template="plotly_white", height=420)
+    return fig
+
+
+def latency_cdf(runs: dict, metric: str = "ttft", title: str | None = None) -> go.Figure:
+    """Empirical CDFs of a per-request metric ('ttft', 'tpot', 'e2e' or 'itl') in ms; runs = {name: records}."""
+    if metric not in ("ttft", "tpot", "e2e", "itl"):
+        raise CourseError(f"metric={metric!r}: use 'ttft', 'tpot', 'e2e' or 'itl'")
+    fig = go.Figure()
+    for name, records in runs.items():
+        if metric == "itl":
+            vals = [g for r in records if r.ok for g in r.itl_s]
+        else:
+            vals = [getattr(r, f"{metric}_s") for r in records if r.ok]
+        vals = sorted(v * 1000.0 for v in vals if v is not None)
+        if not vals:
+            continue
+        n = len(vals)
+        fig.add_trace(go.Scatter(x=[round(v, 3) for v in vals], y=[(i + 1) / n for i in range(n)],
+                                 mode="lines", line_shape="hv", name=str(name)))
+    fig.update_layout(title=title or f"{metric.upper()} CDF", xaxis_title=f"{metric.upper()} (ms)",
+                      yaxis_title="fraction of requests ≤ x", template="plotly_white", height=400)
+    return fig
+
+
+def before_after(before: dict, after: dict, metrics=("ttft_p95_ms", "tpot_p95_ms"),
+                 labels=("before", "after"), title: str | None = None) -> go.Figure:
+    """Grouped bars: the chosen summary metrics before and after one change, with the ratio."""
+    missing = [m for m in metrics if m not in before or m not in after]
+    if missing:
+        raise CourseError(f"metrics {missing} are not in both summaries; pick from {sorted(before)}")
+    fig = go.Figure()
+    for lab, s in zip(labels, (before, after)):
+        fig.add_trace(go.Bar(x=list(metrics), y=[round(s[m], 3) for m in metrics], name=lab))
+    for m in metrics:
+        if before[m]:
+            fig.add_annotation(x=m, y=max(before[m], after[m]), text=f"×{after[m] / before[m]:.2f}",
+                               showarrow=False, yshift=12)
+    fig.update_layout(barmode="group", title=title or "Before / after one change", template="plotly_white",
+                      height=380)
+    return fig

