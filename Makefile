@@ -52,7 +52,7 @@ tools:
 	  || { echo "could not install prometheus: chapter 06 and its tests need promtool (apt-get install prometheus)"; exit 1; }; }
 
 lab: setup
-	$(BIN)/jupyter lab --ip 127.0.0.1 --port $(LAB_PORT) --ServerApp.default_url=/lab/tree/chapters/00-start-here.ipynb $(ROOT_OPT) $(LAB_OPTS)
+	$(BIN)/jupyter lab --ip 127.0.0.1 --port $(LAB_PORT) --LabApp.default_url=/lab/tree/chapters/00-start-here.ipynb $(ROOT_OPT) $(LAB_OPTS)
 
 test: setup
 	$(BIN)/python -m pytest
