@@ -16,9 +16,12 @@ COMMAND_MODULES = [
     "inferopt.envcheck",      # env
     "inferopt.model_prep",    # prepare-model
     "inferopt.engine",        # serve
+    "inferopt.engine_footprint",  # engine-footprint
     "inferopt.memory",        # memory
     "inferopt.planner",       # plan
     "inferopt.capacity",      # capacity
+    "inferopt.monitoring.alerts",     # alerts
+    "inferopt.monitoring.dashboard",  # dashboard
     "inferopt.decision",      # diagnose
     "inferopt.bench.cli",     # bench sweep | bench import
 ]
