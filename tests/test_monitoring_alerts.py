@@ -138,3 +138,12 @@ def test_alert_table_and_cli(tmp_path, capsys):
     assert main(["alerts", "--out", str(tmp_path), "--ttft-p95-s", "0.25", "--check"]) == 0
     out = capsys.readouterr().out
     assert "SUCCESS" in out and "> 0.25" in (tmp_path / "rules.yml").read_text()
+
+
+def test_canary_gates_read_catalogued_metrics():
+    gates = alerts.canary_gates(alerts.SLOs(ttft_p95_s=0.4))
+    assert [g["gate"] for g in gates] == ["TTFT P95", "TPOT P95", "requests > 30 s", "preemptions", "error rate"]
+    assert gates[0]["threshold"] == 0.4 and 'version="canary"' in gates[0]["promql"]
+    names = {m["metric"] for m in catalog.metrics()}
+    for g in gates:
+        assert catalog._base_names(catalog.promql_metric_names(g["promql"])) <= names, g["gate"]

@@ -346,6 +346,33 @@ def alert_table(slo: SLOs | None = None) -> list:
             for a in spec["alerts"]]
 
 
+def canary_gates(slo: SLOs | None = None, selector: str = 'job="vllm",version="canary"',
+                 window: str = "5m", max_error_rate: float = 0.001) -> list:
+    """Answer "what do I read before moving the canary to the next step?": one row per gate,
+    {gate, promql, threshold, unit}, restricted to the new version's series by ``selector``
+    (a label matcher; the deployment must label the canary's pods, e.g. version="canary").
+    The same histograms and thresholds as the alerts; the error rate needs the gateway's
+    ``app_chat_requests_total`` (business layer), which the engine cannot know."""
+    slo = slo or SLOs()
+    duration_seconds(window)
+    q = lambda m: f"histogram_quantile(0.95, sum by (le) (rate({m}_bucket{{{selector}}}[{window}])))"
+    return [
+        {"gate": "TTFT P95", "promql": q("vllm:time_to_first_token_seconds"), "threshold": slo.ttft_p95_s,
+         "unit": "s", "pass_if": "below"},
+        {"gate": "TPOT P95", "promql": q("vllm:request_time_per_output_token_seconds"), "threshold": slo.tpot_p95_s,
+         "unit": "s", "pass_if": "below"},
+        {"gate": f"requests > {_num(slo.max_request_s)} s",
+         "promql": f"sum(increase(vllm:e2e_request_latency_seconds_count{{{selector}}}[{window}])) - "
+                   f"sum(increase(vllm:e2e_request_latency_seconds_bucket{{{selector},le=~\"{_le_regex(slo.max_request_s)}\"}}[{window}]))",
+         "threshold": 0, "unit": "requests", "pass_if": "equal"},
+        {"gate": "preemptions", "promql": f"sum(increase(vllm:num_preemptions_total{{{selector}}}[{window}]))",
+         "threshold": 0, "unit": "preemptions", "pass_if": "equal"},
+        {"gate": "error rate", "promql": f'1 - sum(rate(app_chat_requests_total{{outcome="success",version="canary"}}[{window}])) / '
+                                         f'sum(rate(app_chat_requests_total{{version="canary"}}[{window}]))',
+         "threshold": max_error_rate, "unit": "fraction", "pass_if": "below"},
+    ]
+
+
 # ---------------------------------------------------------------- CLI: python -m inferopt alerts
 def add_subcommand(subparsers) -> None:
     p = subparsers.add_parser("alerts", help="write the §6.2 Prometheus alert rules (+ promtool tests) for SLOs",

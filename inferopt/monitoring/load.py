@@ -142,31 +142,3 @@ def run_load(srv, concurrency: int = 4, requests_per_worker: int | None = 3, dur
     result.samples.append((time.monotonic() - t0, result.after))
     result.requests.sort(key=lambda r: r["start_s"])
     return result
-
-
-def sweep(srv, levels=(1, 2, 4), requests_per_worker: int = 3, max_tokens: int = 32) -> list:
-    """Run :func:`run_load` at each concurrency level; return one row per level:
-    {concurrency, requests, qps, ttft_p95_s, tpot_p95_s, e2e_p95_s} (seconds, from histograms)."""
-    rows, idx = [], 10_000
-    for c in levels:
-        res = run_load(srv, concurrency=c, requests_per_worker=requests_per_worker, max_tokens=max_tokens,
-                       first_index=idx)
-        idx += c * requests_per_worker
-        if res.errors:
-            raise CourseError(f"{len(res.errors)} request(s) failed at concurrency {c}: {res.errors[0]}")
-        q = res.quantiles()
-        rows.append({"concurrency": c, "requests": res.completed, "qps": res.qps,
-                     "ttft_p95_s": q["ttft"]["p95"], "tpot_p95_s": q["tpot"]["p95"], "e2e_p95_s": q["e2e"]["p95"]})
-    return rows
-
-
-def per_instance_qps(rows, ttft_p95_s: float, tpot_p95_s: float) -> dict:
-    """Answer "what QPS does one instance sustain inside the SLO?" from :func:`sweep` rows:
-    the row with the highest QPS among those whose TTFT and TPOT P95 are within the SLO.
-    CourseError when no level meets it (then the SLO is out of reach for this hardware)."""
-    ok = [r for r in rows if r["ttft_p95_s"] <= ttft_p95_s and r["tpot_p95_s"] <= tpot_p95_s]
-    if not ok:
-        raise CourseError(f"no concurrency level met TTFT P95 <= {ttft_p95_s} s and TPOT P95 <= {tpot_p95_s} s "
-                          f"(measured: {[(r['concurrency'], round(r['ttft_p95_s'], 3), round(r['tpot_p95_s'], 3)) for r in rows]}). "
-                          "Relax the SLO, lower max_tokens, or measure lower concurrency.")
-    return max(ok, key=lambda r: r["qps"])

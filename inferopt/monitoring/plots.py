@@ -1,5 +1,4 @@
-"""Plotly figures for the monitoring chapter: service-layer metrics over a load run, the
-concurrency sweep behind the capacity plan, and the alert timeline of the live Prometheus demo.
+"""Plotly figures for the monitoring chapter: service-layer metrics over a load run.
 
 All inputs are plain rows (dicts) so a figure can be rebuilt from stored numbers; times are in
 seconds from the start of the run.
@@ -51,21 +50,4 @@ def load_run_figure(rows, title: str = "Service-layer metrics during a load run"
     fig.add_trace(go.Scatter(x=t, y=[r["tpot_p95_s"] for r in rows], name="TPOT P95", mode="lines+markers"), 3, 1)
     fig.update_xaxes(title_text="seconds since the load started", row=3, col=1)
     fig.update_layout(title=title, height=720, template="plotly_white")
-    return fig
-
-
-def sweep_figure(rows, ttft_slo_s: float, tpot_slo_s: float):
-    """QPS and P95 latencies against concurrency, with the SLO lines: where the capacity comes from."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    c = [r["concurrency"] for r in rows]
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("throughput (requests/s)", "P95 latency (s)"))
-    fig.add_trace(go.Scatter(x=c, y=[r["qps"] for r in rows], name="QPS", mode="lines+markers"), 1, 1)
-    fig.add_trace(go.Scatter(x=c, y=[r["ttft_p95_s"] for r in rows], name="TTFT P95", mode="lines+markers"), 1, 2)
-    fig.add_trace(go.Scatter(x=c, y=[r["tpot_p95_s"] for r in rows], name="TPOT P95", mode="lines+markers"), 1, 2)
-    fig.add_hline(y=ttft_slo_s, line_dash="dash", annotation_text="TTFT SLO", row=1, col=2)
-    fig.add_hline(y=tpot_slo_s, line_dash="dot", annotation_text="TPOT SLO", row=1, col=2)
-    fig.update_xaxes(title_text="concurrent requests", type="log")
-    fig.update_layout(title="One CPU instance under closed-loop load", height=420, template="plotly_white")
     return fig
