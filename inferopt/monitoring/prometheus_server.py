@@ -35,6 +35,22 @@ from .promtool import find_tool
 _LIVE: "weakref.WeakSet[PrometheusServer]" = weakref.WeakSet()
 
 
+def parse_timestamp(text):
+    """Unix seconds of an RFC 3339 time as Prometheus writes it ('2026-01-02T03:04:05.123456789Z');
+    None for None."""
+    if not text:
+        return None
+    import re
+    from datetime import datetime, timezone
+
+    m = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", text)
+    if not m:
+        raise CourseError(f"unexpected time format from Prometheus: {text!r}")
+    base = datetime.fromisoformat(m.group(1) + ("+00:00" if m.group(3) == "Z" else m.group(3)))
+    frac = float("0." + m.group(2)) if m.group(2) else 0.0
+    return base.replace(tzinfo=base.tzinfo or timezone.utc).timestamp() + frac
+
+
 def prometheus_binary() -> str:
     """Path of the prometheus server binary (CourseError naming the install command if absent)."""
     return find_tool("prometheus", "INFEROPT_PROMETHEUS")
@@ -245,9 +261,11 @@ class PrometheusServer:
         return out
 
     def alerts(self) -> list:
-        """Active alerts: [{'name', 'state' ('pending'|'firing'), 'labels', 'active_at', 'value'}]."""
+        """Active alerts: [{'name', 'state' ('pending'|'firing'), 'labels', 'active_at' (RFC 3339 text),
+        'active_at_epoch_s' (when the condition first held, Unix seconds), 'value'}]."""
         return [{"name": a["labels"].get("alertname"), "state": a["state"], "labels": a["labels"],
-                 "active_at": a.get("activeAt"), "value": a.get("value")} for a in self.api("alerts")["alerts"]]
+                 "active_at": a.get("activeAt"), "active_at_epoch_s": parse_timestamp(a.get("activeAt")),
+                 "value": a.get("value")} for a in self.api("alerts")["alerts"]]
 
     def wait_for_target(self, job: str, timeout_s: float = 30.0) -> dict:
         """Wait until every target of ``job`` was scraped successfully; return its health row."""
