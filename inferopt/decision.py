@@ -7,7 +7,10 @@ techniques.yaml). It answers:
 - which metric is worst against its SLO (``worst_metric``, the largest measured/SLO ratio) and
   which branch to take (``branch``: the first failing branch in the §4 order
   C (OOM) -> A (TTFT) -> B (TPOT/throughput) -> D (tail));
-- the techniques to try, each with the sub-condition that matched and the vLLM flag change;
+- the techniques to try (cheapest first), each with the sub-condition that matched and the vLLM
+  flag change it implies (``recommendations[i].flags_add`` / ``flags_remove``); ``flags`` /
+  ``flags_remove`` hold the change of the one next step (the first recommendation, or the first
+  tuning action when the fitting technique is already on);
 - conflicts (§3 pitfalls) among the techniques already on plus the recommended ones;
 - the next step: apply one change, then measure again.
 
@@ -458,8 +461,10 @@ def diagnose(metrics, slos, workload=None, techniques_on=None) -> Diagnosis:
     recs.sort(key=lambda r: knowledge.COST_ORDER[techs[r["id"]].cost_level])
     new_ids = {r["id"] for r in recs}
     conflicts = _conflicts(pitfalls, on, new_ids, facts, thresholds, techs)
-    flags = [x for r in recs + actions for x in r["flags_add"]]
-    flags_remove = [x for r in recs for x in r["flags_remove"]]
+    # the flag change of the ONE next step (first recommendation, else the first tuning action)
+    nxt_item = recs[0] if recs else next((a for a in actions if a["flags_add"]), None)
+    flags = list(nxt_item["flags_add"]) if nxt_item else []
+    flags_remove = list(nxt_item.get("flags_remove", [])) if nxt_item else []
     if recs:
         first = recs[0]
         change = " ".join(first["flags_add"]) or "no flag"

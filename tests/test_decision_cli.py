@@ -39,7 +39,8 @@ def test_oom_and_gpu_options(capsys):
                    "--on", "none", "--json"], capsys)
     d = json.loads(out)
     assert d["branch"] == "C" and d["techniques"] == ["int4_awq_marlin", "tensor_parallel"]
-    assert d["flags"] == ["--quantization", "awq_marlin", "--tensor-parallel-size", "4"]
+    assert d["flags"] == ["--quantization", "awq_marlin"]  # the one next change
+    assert d["recommendations"][1]["flags_add"] == ["--tensor-parallel-size", "4"]
 
 
 def test_input_file_and_options_override_it(tmp_path, capsys):

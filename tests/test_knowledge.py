@@ -188,11 +188,17 @@ def test_engine_generated_flags_parse(vllm_parser):
         dict(metrics={"ttft_p95_ms": 2000, "tpot_p95_ms": 30}, slos={"ttft_p95_ms": 500, "tpot_p95_ms": 50},
              workload={"prompt_tokens": 5000, "shared_prefix_frac": 0.9, "gpu_type": "H100"}, techniques_on=[]),
     ]
+    seen = set()
     for c in cases:
         d = diagnose(**c)
         assert d.flags, d.to_dict()
-        ns = _parse(vllm_parser, d.flags)
-        if "--tensor-parallel-size" in d.flags:
-            assert ns.tensor_parallel_size in (2, 4, 8)
-        if "--speculative-config" in d.flags:
-            assert ns.speculative_config == {"model": "my-draft", "num_speculative_tokens": 4}
+        _parse(vllm_parser, d.flags)
+        for r in d.recommendations:
+            ns = _parse(vllm_parser, r["flags_add"])
+            seen.add(r["id"])
+            if r["id"] == "tensor_parallel":
+                # 130 GiB / 2 = 65 GiB > 0.8 x 0.9 x 80 GiB = 57.6 GiB; / 4 = 32.5 GiB fits
+                assert ns.tensor_parallel_size == 4
+            if r["id"] == "speculative_decoding":
+                assert ns.speculative_config == {"model": "my-draft", "num_speculative_tokens": 4}
+    assert {"tensor_parallel", "speculative_decoding", "fp8", "int4_awq_marlin"} <= seen

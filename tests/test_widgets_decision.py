@@ -48,6 +48,10 @@ def test_decision_widget_follows_its_inputs_and_shows_errors_inside():
     assert w.diagnosis is not None and repr(w).startswith("DecisionWidget(branch=A")
     w.set_inputs(metrics={"ttft_p95_ms": 100, "tpot_p95_ms": 90, "gpu_util": 0.3}, workload={"concurrency": 2})
     assert w.diagnosis.branch == "B" and w.diagnosis.techniques == ["speculative_decoding"]
+    # the tree picture inside the widget follows: B and B2 highlighted
+    nodes = w.plot_w.data[2]
+    assert sorted(t for t, c in zip(nodes.text, nodes.marker.color) if c == "#d35400") == ["B", "B2", "baseline"]
+    assert "branch B" in w.plot_w.layout.title.text
     w.metric_w["gpu_util"].value = 85  # a percentage: the widget says so, no traceback
     assert w.diagnosis is None and "fraction" in w.error_w.value and "fraction" in repr(w)
     w.metric_w["gpu_util"].value = 0.3

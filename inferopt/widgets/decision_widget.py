@@ -124,19 +124,10 @@ def diagnosis_html(d: Diagnosis) -> str:
                      f'{esc(c["title"])}:</b> {esc(c["advice"])}</p>')
     if d.flags or d.flags_remove:
         diff = "".join(f"- {esc(f)}\n" for f in d.flags_remove) + (f"+ {esc(shlex.join(d.flags))}\n" if d.flags else "")
-        parts.append(f"<p><b>Flag diff</b> (all recommendations; apply one at a time):</p><pre>{diff}</pre>")
+        parts.append(f"<p><b>Flag diff of the next change</b> (one at a time):</p><pre>{diff}</pre>")
     if d.branch is not None:
         parts.append(f"<p><b>Next:</b> {esc(d.next_step)}</p>")
     return "\n".join(parts)
-
-
-def _in_kernel() -> bool:
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    ip = get_ipython()
-    return ip is not None and getattr(ip, "kernel", None) is not None
 
 
 class DecisionWidget(W.VBox):
@@ -174,7 +165,9 @@ class DecisionWidget(W.VBox):
         self.load_w = W.Button(description="Load metrics")
         self.error_w = W.HTML(value="")
         self.result_w = W.HTML(value="")
-        self.plot_w = W.Output()
+        import plotly.graph_objects as go
+
+        self.plot_w = go.FigureWidget(tree_figure())  # a widget: updated in place, no cell output
         self.diagnosis = None
         self.error_text = None
         self._hold = False
@@ -258,10 +251,11 @@ class DecisionWidget(W.VBox):
         self.error_text, self.diagnosis = None, d
         self.error_w.value = ""
         self.result_w.value = diagnosis_html(d)
-        if _in_kernel():  # outside a kernel (plain Python, tests) there is nowhere to draw
-            self.plot_w.clear_output(wait=True)
-            with self.plot_w:
-                tree_figure(d).show()
+        new = tree_figure(d)
+        with self.plot_w.batch_update():
+            for old_trace, new_trace in zip(self.plot_w.data, new.data):
+                old_trace.update(new_trace.to_plotly_json())
+            self.plot_w.layout.title = new.layout.title
 
     def __repr__(self) -> str:
         if self.error_text:
