@@ -23,7 +23,8 @@ Input (plain dicts, so a benchmark summary can be passed as it is)
     throughput_tok_s              output tokens per second, all requests together (optional)
     gpu_util                      GPU busy fraction 0..1 (optional; not a percentage)
     oom                           bool: the server ran out of memory (default false)
-    memory_used_frac              GPU/KV memory in use, fraction 0..1 (optional)
+    memory_used_frac              GPU/KV memory in use, fraction 0..1 (optional; checked and
+                                  reported, not used by the tree: vLLM pre-allocates its pool)
     queue_len                     requests waiting (vllm:num_requests_waiting), >= 0 (optional)
     preemptions                   preempted requests in the run, >= 0 (optional)
 ``slos``:
@@ -43,6 +44,9 @@ Input (plain dicts, so a benchmark summary can be passed as it is)
     draft_model                   name of a draft model for speculative decoding, or null
 ``techniques_on``: technique ids already in force (see ``technique_ids()``); ``None`` means
     vLLM 0.32's defaults (those marked default_on in techniques.yaml); ``[]`` means none.
+
+A benchmark summary with more keys than these: ``metrics_from_summary(summary)`` keeps the
+known fields and drops the rest (and None values).
 
 Bad input (unknown field or technique, negative or missing value, a percentage where a fraction
 is due, an SLO that looks like seconds) raises CourseError naming the field.
@@ -137,6 +141,13 @@ def _as_dict(section: str, d) -> dict:
     if not isinstance(d, dict):
         raise CourseError(f"{section}: expected a dict of field -> value, got {type(d).__name__}")
     return d
+
+
+def metrics_from_summary(summary: dict) -> dict:
+    """The ``metrics`` dict from a benchmark summary that holds other keys too (kept: METRIC_FIELDS)."""
+    if not isinstance(summary, dict):
+        raise CourseError(f"summary: expected a dict, got {type(summary).__name__}")
+    return {k: summary[k] for k in METRIC_FIELDS if summary.get(k) is not None}
 
 
 @dataclass(frozen=True)

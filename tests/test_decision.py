@@ -4,7 +4,8 @@ import json
 import pytest
 
 from inferopt.baseline_import import from_bench_records, from_profile_export, load_baseline
-from inferopt.decision import Baseline, diagnose, conflicts_for, default_techniques_on, time_diagnosis
+from inferopt.decision import (Baseline, conflicts_for, default_techniques_on, diagnose, metrics_from_summary,
+                               time_diagnosis)
 from inferopt.errors import CourseError
 
 SLO = {"ttft_p95_ms": 500, "tpot_p95_ms": 50}
@@ -280,6 +281,16 @@ def test_accepts_a_benchmark_summary_with_extra_none_fields_and_a_dataclass():
     d = diagnose(Baseline.from_dict({"ttft_p95_ms": 900, "tpot_p95_ms": 30, "gpu_util": None}), SLO,
                  {"shared_prefix_frac": 0.5}, "")
     assert d.techniques == ["prefix_cache"]
+
+
+def test_a_full_benchmark_summary_goes_in_through_metrics_from_summary():
+    summary = {"type": "summary", "run": "c8", "concurrency": 8, "ttft_mean_ms": 300, "ttft_p95_ms": 900,
+               "tpot_p95_ms": 30, "ttft_p99_ms": None, "throughput_tok_s": 850.5, "completed": 64}
+    with pytest.raises(CourseError, match="metrics.type: unknown field"):
+        diagnose(summary, SLO, None, [])
+    m = metrics_from_summary(summary)
+    assert m == {"ttft_p95_ms": 900, "tpot_p95_ms": 30, "throughput_tok_s": 850.5}
+    assert diagnose(m, SLO, {"concurrency": summary["concurrency"], "shared_prefix_frac": 0.5}, []).branch == "A"
 
 
 # ---------------------------------------------------------------- baselines from files
