@@ -379,6 +379,25 @@ def cpu_engine_prediction(kv_cache_gib: float = 1.0, max_model_len: int = 2048, 
                      kv_cache_memory_bytes=int(kv_cache_gib * GiB), block_size=CPU_BLOCK_SIZE)
 
 
+def engine_prediction(srv) -> MemoryResult:
+    """The prediction for a started or configured ``inferopt.engine.VLLMServer`` with the default model.
+
+    CPU: 128-token blocks and the server's dtype (float32 by default). GPU (not verified on this
+    course's CI): 16-token blocks (vLLM's CUDA default) and bfloat16 for ``dtype=None`` ('auto' for
+    SmolLM2); needs an explicit ``kv_cache_gib`` there, since otherwise vLLM sizes the KV cache
+    from its own memory profile.
+    """
+    if srv.kv_cache_gib is None:
+        raise CourseError("give the server kv_cache_gib=... so the KV budget is known "
+                          "(without it vLLM sizes the cache from its start-up memory profile).")
+    if srv.kind == "cpu":
+        return cpu_engine_prediction(srv.kv_cache_gib, srv.max_model_len, srv.dtype or "float32")
+    dtype = srv.dtype if srv.dtype not in (None, "auto") else "bfloat16"
+    return calculate("smollm2-135m-instruct", None, tp=1, weight_format="bf16", dtype=dtype,
+                     max_model_len=srv.max_model_len, kv_cache_memory_bytes=int(srv.kv_cache_gib * GiB),
+                     block_size=GPU_BLOCK_SIZE)
+
+
 # ---------------------------------------------------------------- CLI: python -m inferopt memory
 def add_subcommand(subparsers) -> None:
     p = subparsers.add_parser("memory", help="weights, KV cache and concurrency per GPU (vLLM's rules)",

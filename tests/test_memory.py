@@ -159,3 +159,25 @@ def test_cli_error_is_one_line():
     p = subprocess.run([sys.executable, "-m", "inferopt", "memory", "--model", "llama-3-70b", "--tp", "3"],
                        capture_output=True, text=True, cwd=REPO_ROOT)
     assert p.returncode == 2 and "does not divide" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_widget_updates_and_shows_errors():
+    from inferopt.widgets.memory_widget import MemoryWidget, memory_figure, segments_gib
+
+    w = MemoryWidget()
+    assert w.result.kv_cache_tokens == m.calculate(
+        "llama-3-70b", "H100-SXM-80GB", tp=8, weight_format="fp8", kv_dtype="fp8", gpu_memory_utilization=0.9,
+        max_model_len=8192, input_tokens=800, output_tokens=150).kv_cache_tokens
+    assert repr(w).startswith("MemoryWidget(model=llama-3-70b") and "372.62x" in repr(w)
+    w.controls["tp"].value = 3                      # a slider/dropdown move recomputes at once
+    assert w.result is None and "does not divide" in w.error_w.value and "Traceback" not in w.error_w.value
+    assert repr(w).startswith("MemoryWidget(error=")
+    w.set(tp=8, kv_dtype="bfloat16")
+    assert w.error_text is None and w.result.kv_bytes_per_token == 2 * 163_840
+    seg = segments_gib(w.result)
+    assert abs(sum(seg.values()) - w.result.gpu_memory_gib) < 1e-6
+    assert w.bars_w.value.count("GPU ") == 8 and "KV cache size" in w.readout_w.value
+    fig = memory_figure(w.result)
+    assert [t.name for t in fig.data] == ["weights", "KV cache", "runtime buffer", "free"]
+    with pytest.raises(CourseError, match="unknown control"):
+        w.set(colour="red")

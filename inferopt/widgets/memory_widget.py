@@ -1,0 +1,163 @@
+"""The memory calculator as a picture and as a widget.
+
+- ``memory_figure(result)`` (pure): a plotly stacked bar per GPU (weights / KV cache / runtime
+  buffer / free), in GiB, for a :class:`~inferopt.memory.MemoryResult`.
+- ``bars_html(result)`` / ``readout_html(result)`` (pure): the same bars as HTML and the
+  concurrency readout, used inside the widget (plain HTML: nothing to install, updates at once).
+- ``MemoryWidget``: model, weight format, KV dtype, TP, GPU, utilization, context length, runtime
+  buffer and the workload's lengths -> bars and readout, recomputed as each control moves (one
+  evaluation takes well under a millisecond). Bad input (TP that does not divide the heads,
+  weights that do not fit) shows the CourseError message inside the widget.
+"""
+from __future__ import annotations
+
+import ipywidgets as W
+
+from ..errors import CourseError
+from ..memory import (DEFAULT_RUNTIME_BUFFER_GIB, KV_DTYPES, WEIGHT_FORMATS, MemoryResult, calculate,
+                      gpu_names)
+from ..model_specs import model_names
+from ._common import error_html, esc
+
+COLORS = {"weights": "#2e86c1", "KV cache": "#28b463", "runtime buffer": "#f39c12", "free": "#d5d8dc"}
+
+
+def segments_gib(r: MemoryResult) -> dict:
+    """GiB per GPU of each part of the bar: weights, KV cache (allocated blocks), buffer, free."""
+    if r.gpu_memory_gib is None:
+        raise CourseError("the bars need a GPU (the CPU engine has no fixed device memory).")
+    return {"weights": r.weights_gib_per_gpu, "KV cache": r.kv_gib_allocated_per_gpu,
+            "runtime buffer": r.runtime_buffer_gib or 0.0, "free": max(0.0, r.free_gib_per_gpu or 0.0)}
+
+
+def memory_figure(r: MemoryResult, title: str | None = None):
+    """Plotly stacked bar per GPU (GiB). All GPUs of a TP group hold the same amounts."""
+    import plotly.graph_objects as go
+
+    seg = segments_gib(r)
+    gpus = [f"GPU {i}" for i in range(r.tp)]
+    fig = go.Figure()
+    for name, val in seg.items():
+        fig.add_trace(go.Bar(name=name, x=gpus, y=[round(val, 3)] * r.tp, marker_color=COLORS[name],
+                             text=[f"{val:.1f}"] * r.tp, textposition="inside"))
+    fig.update_layout(barmode="stack", yaxis_title="GiB per GPU", height=360,
+                      title=title or (f"{r.model} on {r.tp}x {r.gpu}: {r.weight_format} weights, "
+                                      f"{r.kv_dtype} KV, utilization {r.gpu_memory_utilization}"),
+                      legend={"orientation": "h", "y": -0.15})
+    fig.add_hline(y=r.gpu_memory_gib * r.gpu_memory_utilization, line_dash="dot",
+                  annotation_text=f"utilization limit {r.gpu_memory_utilization}")
+    return fig
+
+
+def bars_html(r: MemoryResult, max_bars: int = 8) -> str:
+    """One horizontal stacked bar per GPU (HTML), widths proportional to the GPU's memory."""
+    seg = segments_gib(r)
+    total = r.gpu_memory_gib
+    rows = []
+    for i in range(min(r.tp, max_bars)):
+        parts = "".join(
+            f'<div title="{esc(k)}: {v:.2f} GiB" style="width:{100 * v / total:.3f}%;background:{COLORS[k]};'
+            f'height:18px;display:inline-block"></div>' for k, v in seg.items() if v > 0)
+        rows.append(f'<div style="display:flex;align-items:center;margin:2px 0">'
+                    f'<span style="width:55px;font-size:12px">GPU {i}</span>'
+                    f'<div style="display:flex;width:520px;border:1px solid #888">{parts}</div></div>')
+    legend = " ".join(f'<span style="background:{COLORS[k]};padding:0 6px">&nbsp;</span> {esc(k)} {v:.2f} GiB'
+                      for k, v in seg.items())
+    return "".join(rows) + f'<div style="font-size:12px;margin-top:4px">{legend} (of {total:.2f} GiB)</div>'
+
+
+def readout_html(r: MemoryResult) -> str:
+    """KV per token, blocks, KV cache size and the two concurrency figures."""
+    lines = [
+        f"KV per token: <b>{r.kv_bytes_per_token:,} B</b> whole model, {r.kv_bytes_per_token_per_gpu:,} B per GPU "
+        f"({r.kv_heads_per_gpu} KV head(s) per GPU)",
+        f"KV budget per GPU: {r.kv_budget_gib_per_gpu:.2f} GiB = {r.num_blocks:,} blocks of {r.block_size} tokens",
+        f"KV cache size: <b>{r.kv_cache_tokens:,} tokens</b>; maximum concurrency at {r.max_model_len:,} tokens: "
+        f"<b>{r.max_concurrency:.2f}x</b>",
+    ]
+    if r.workload_tokens:
+        lines.append(f"at the workload's {r.workload_tokens:,} tokens per request: "
+                     f"<b>{r.max_concurrency_workload:.1f}</b> requests at once")
+    lines += [f'<span style="color:#b9770e">warning: {esc(w)}</span>' for w in r.warnings]
+    return "<br>".join(lines)
+
+
+class MemoryWidget(W.VBox):
+    """Controls -> per-GPU bars and concurrency readout. ``widget.result`` is the last MemoryResult
+    (None after bad input, with ``widget.error_text`` set); ``widget.set(**values)`` moves controls."""
+
+    def __init__(self, model="llama-3-70b", gpu="H100-SXM-80GB", tp=8, weight_format="fp8", kv_dtype="fp8",
+                 gpu_memory_utilization=0.9, max_model_len=8192, runtime_buffer_gib=DEFAULT_RUNTIME_BUFFER_GIB,
+                 input_tokens=800, output_tokens=150):
+        st = {"description_width": "130px"}
+        lay = W.Layout(width="330px")
+        self.controls = {
+            "model": W.Dropdown(options=model_names(), value=model, description="model", style=st, layout=lay),
+            "weight_format": W.Dropdown(options=list(WEIGHT_FORMATS), value=weight_format,
+                                        description="weight format", style=st, layout=lay),
+            "kv_dtype": W.Dropdown(options=KV_DTYPES, value=kv_dtype, description="KV dtype", style=st, layout=lay),
+            "tp": W.Dropdown(options=[1, 2, 3, 4, 6, 8, 16], value=tp, description="TP (GPUs)", style=st, layout=lay),
+            "gpu": W.Dropdown(options=gpu_names(), value=gpu, description="GPU", style=st, layout=lay),
+            "gpu_memory_utilization": W.FloatSlider(value=gpu_memory_utilization, min=0.5, max=0.98, step=0.01,
+                                                    description="utilization", style=st, layout=lay),
+            "max_model_len": W.IntSlider(value=max_model_len, min=512, max=131072, step=512,
+                                         description="context length", style=st, layout=lay),
+            "runtime_buffer_gib": W.FloatSlider(value=runtime_buffer_gib, min=0.0, max=20.0, step=0.5,
+                                                description="runtime buffer GiB", style=st, layout=lay),
+            "input_tokens": W.IntText(value=input_tokens, description="input tokens", style=st, layout=lay),
+            "output_tokens": W.IntText(value=output_tokens, description="output tokens", style=st, layout=lay),
+        }
+        self.error_w = W.HTML(value="")
+        self.bars_w = W.HTML(value="")
+        self.readout_w = W.HTML(value="")
+        self.result: MemoryResult | None = None
+        self.error_text: str | None = None
+        for w in self.controls.values():
+            w.observe(lambda _change: self.refresh(), names="value")
+        names = list(self.controls)
+        super().__init__(children=[
+            W.HBox([W.VBox([self.controls[k] for k in names[:5]]), W.VBox([self.controls[k] for k in names[5:]])]),
+            self.error_w, self.bars_w, self.readout_w])
+        self.refresh()
+
+    def values(self) -> dict:
+        return {k: w.value for k, w in self.controls.items()}
+
+    def set(self, **values) -> "MemoryWidget":
+        """Move several controls, then recompute once."""
+        unknown = set(values) - set(self.controls)
+        if unknown:
+            raise CourseError(f"unknown control(s) {sorted(unknown)}: use {sorted(self.controls)}.")
+        for k, v in values.items():
+            self.controls[k].unobserve_all("value")
+            self.controls[k].value = v
+            self.controls[k].observe(lambda _change: self.refresh(), names="value")
+        self.refresh()
+        return self
+
+    def refresh(self) -> None:
+        v = self.values()
+        try:
+            r = calculate(v["model"], v["gpu"], tp=v["tp"], weight_format=v["weight_format"],
+                          kv_dtype=v["kv_dtype"], gpu_memory_utilization=round(v["gpu_memory_utilization"], 4),
+                          runtime_buffer_gib=v["runtime_buffer_gib"], max_model_len=v["max_model_len"],
+                          input_tokens=v["input_tokens"], output_tokens=v["output_tokens"])
+        except CourseError as exc:
+            self.result, self.error_text = None, str(exc)
+            self.error_w.value = error_html(str(exc))
+            self.bars_w.value = ""
+            self.readout_w.value = ""
+            return
+        self.result, self.error_text = r, None
+        self.error_w.value = ""
+        self.bars_w.value = bars_html(r)
+        self.readout_w.value = readout_html(r)
+
+    def __repr__(self) -> str:
+        if self.error_text:
+            return f"MemoryWidget(error={self.error_text!r})"
+        r = self.result
+        return (f"MemoryWidget(model={r.model}, gpu={r.gpu}, tp={r.tp}, weights={r.weight_format}, "
+                f"kv={r.kv_dtype}, weights_gib_per_gpu={r.weights_gib_per_gpu:.2f}, "
+                f"kv_cache_tokens={r.kv_cache_tokens:,}, max_concurrency={r.max_concurrency:.2f}x "
+                f"at {r.max_model_len:,} tokens)")
