@@ -170,21 +170,26 @@ def concurrency_sweep(srv, tokenizer=None, *, concurrencies=(1, 2, 4, 8), input_
                  min_rounds=min_rounds, writer=writer, progress=progress)
 
 
-CODE_HEADER = "# Python: one helper function per constant, all in the same style.\n\n"
+CODE_HEADER = "# Python: the same helper, written out for each module.\n\n"
 
 
-def code_prompt(start: int, functions: int = 6) -> str:
-    """A repetitive code prompt: the model continues the pattern, so n-gram lookup finds drafts."""
-    body = "".join(f"def add_{i}(x):\n    \"\"\"Return x plus {i}.\"\"\"\n    return x + {i}\n\n\n"
-                   for i in range(start, start + functions))
-    return CODE_HEADER + body
+def code_prompt(seed: int, copies: int = 4) -> str:
+    """A repetitive code prompt: one small function written out ``copies`` times.
+
+    At temperature 0 the model goes on repeating it, so vLLM's n-gram lookup finds the next tokens
+    in the prompt: the friendly case for n-gram speculative decoding (code edits, boilerplate)."""
+    rng = random.Random(f"code-{seed}")
+    name = rng.choice(["scale", "accumulate", "weigh", "blend", "fold", "tally"]) + f"_{rng.randint(10, 99)}"
+    k = rng.randint(2, 9)
+    body = (f"def {name}(values):\n    total = 0\n    for v in values:\n        total += v * {k}\n"
+            f"    return total\n\n\n")
+    return CODE_HEADER + body * copies
 
 
 def spec_requests(tokenizer, *, n: int, output_tokens: int = 64, seed: int = 0) -> list[RequestSpec]:
-    rng = random.Random(f"spec-{seed}")
     out = []
-    for _ in range(n):
-        p = code_prompt(rng.randint(10, 900))
+    for i in range(n):
+        p = code_prompt(seed * 1000 + i)
         out.append(RequestSpec(p, len(tokenizer(p).input_ids), output_tokens, "code"))
     return out
 
@@ -195,7 +200,7 @@ def spec_run(srv, tokenizer=None, *, concurrency: int = 1, n: int | None = None,
     tokenizer = tokenizer or load_tokenizer()
     n = n or (2 * concurrency if concurrency > 1 else 2)
     reqs = spec_requests(tokenizer, n=n, output_tokens=output_tokens, seed=seed * 100 + concurrency)
-    out = _measure(srv, {"requests": reqs, "concurrency": concurrency, "progress": progress,
+    out = _measure(srv, {"requests": reqs, "concurrency": concurrency, "progress": progress, "warmup": 1,
                          "desc": f"code prompts, concurrency={concurrency}"})
     c = out["counters"]
     drafts = c.get("vllm:spec_decode_num_draft_tokens_total", 0.0)
@@ -205,20 +210,35 @@ def spec_run(srv, tokenizer=None, *, concurrency: int = 1, n: int | None = None,
 
 
 # ---------------------------------------------------------------- branch C
+NULL_BLOCKS = 1   # vLLM's KV manager reserves one block (the null block); it never holds tokens
+
+
+def min_kv_gib(max_model_len: int = 2048, dtype: str = "float32") -> float:
+    """The smallest KV budget (GiB) the CPU engine accepts for ``max_model_len``: enough blocks for
+    one full-length request plus the null block."""
+    from ..memory import cpu_engine_prediction
+
+    probe = cpu_engine_prediction(kv_cache_gib=1.0, max_model_len=max_model_len, dtype=dtype)
+    blocks = math.ceil(max_model_len / probe.block_size) + NULL_BLOCKS
+    return blocks * probe.bytes_per_block / (1 << 30)
+
+
 def kv_fix_gib(*, concurrency: int, input_tokens: int, output_tokens: int, max_model_len: int,
                headroom: float = 1.25, dtype: str = "float32") -> dict:
     """The memory calculator's KV budget (GiB, 2^30 B) for ``concurrency`` requests of this length.
 
     blocks needed = concurrency × ceil((input + output) / block size), and never fewer than one
-    max_model_len request (vLLM refuses to start otherwise); budget = blocks × bytes per block,
-    times ``headroom``. Returns the working."""
+    max_model_len request (vLLM refuses to start otherwise); times ``headroom``, plus the one
+    block vLLM keeps as its "null block" (measured: a budget of exactly 16 blocks of 128 tokens
+    is refused for max_model_len 2048 - "estimated maximum model length is 1920");
+    budget = blocks × bytes per block. Returns the working."""
     from ..memory import cpu_engine_prediction
 
     probe = cpu_engine_prediction(kv_cache_gib=1.0, max_model_len=max_model_len, dtype=dtype)
     block = probe.block_size
     per_req = math.ceil((input_tokens + output_tokens) / block)
     need_blocks = max(concurrency * per_req, math.ceil(max_model_len / block))
-    blocks = math.ceil(need_blocks * headroom)
+    blocks = math.ceil(need_blocks * headroom) + NULL_BLOCKS
     gib = blocks * probe.bytes_per_block / (1 << 30)
     check = cpu_engine_prediction(kv_cache_gib=gib, max_model_len=max_model_len, dtype=dtype)
     return {"block_size": block, "bytes_per_block": probe.bytes_per_block, "blocks_per_request": per_req,
@@ -258,3 +278,21 @@ def prefill_interference_run(srv, tokenizer=None, *, streams: int = 4, stream_in
     out["decode"] = summarize([r for r in recs if r.tag == "decode"])
     out["long_ttft_ms"] = next(r.ttft_s * 1000 for r in recs if r.tag == "long" and r.ok)
     return out
+
+
+def describe(diagnosis) -> str:
+    """A short, deterministic text of a decision-engine Diagnosis: branch, worst metric, the one change."""
+    if diagnosis.branch is None:
+        return "all SLOs met: " + diagnosis.next_step
+    fails = ", ".join(f"{f['metric']} {f['value']:.0f} vs {f['slo']:.0f}" if f.get("slo") is not None and f.get("value") is not None
+                      else f"{f['metric']}" for f in diagnosis.failing)
+    first = diagnosis.recommendations[0] if diagnosis.recommendations else None
+    lines = [f"branch {diagnosis.branch}: {diagnosis.branch_title}",
+             f"failing: {fails}",
+             f"path: {' -> '.join(diagnosis.path)}"]
+    if first:
+        lines.append(f"one change: {first['name']}  flags {' '.join(first['flags_add']) or '-'}"
+                     + (f"  (remove {' '.join(first['flags_remove'])})" if first["flags_remove"] else ""))
+    for a in diagnosis.already_on:
+        lines.append(f"already on: {a['id']}")
+    return "\n".join(lines)
