@@ -260,13 +260,13 @@ def chapter06():
         nothing, so here are rules built from a **wrong** SLO, run against the same tests:
         """),
         code("""
-        import yaml
+        import re
 
         for label, wrong in [("TTFT SLO 1 s instead of 0.5 s", build_rules(SLOs(ttft_p95_s=1.0))),
                              ("for: 0m instead of 5m", build_rules(slo, for_="0m"))]:
             paths["rules"].write_text(rules_yaml(wrong))
             res = test_rules(paths["tests"])
-            failed = sorted({line.split("name: ")[1].split(":")[0] for line in res.output.splitlines() if "name: " in line})
+            failed = sorted(set(re.findall(r"^\\s*name: (\\w+):", res.output, flags=re.M)))
             print(f"{label:32s} promtool test ok={res.ok}  failing tests: {failed}")
             assert not res.ok
         paths["rules"].write_text(rules_yaml(build_rules(slo)))          # restore the right rules
