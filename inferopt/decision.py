@@ -38,7 +38,7 @@ Input (plain dicts, so a benchmark summary can be passed as it is)
     concurrency                   requests in flight (the benchmark's concurrency)
     model_weights_gib             model weights in GiB (2^30 B)
     gpu_memory_gib                memory of one GPU in GiB (default: from gpu_type)
-    gpu_type                      a GPU class of techniques.yaml (H100, A100, L40S, T4, CPU, ...)
+    gpu_type                      a GPU of assets/gpus.yaml by alias or id (H100, A100, L40S, T4, ...) or CPU
     num_gpus                      GPUs available to this deployment (default 1)
     lora_adapters                 number of LoRA adapters served (default 0)
     draft_model                   name of a draft model for speculative decoding, or null
@@ -91,7 +91,7 @@ WORKLOAD_FIELDS = {
     "concurrency": "requests in flight",
     "model_weights_gib": "model weights, GiB",
     "gpu_memory_gib": "memory of one GPU, GiB",
-    "gpu_type": "GPU class (H100, A100, L40S, T4, CPU, ...)",
+    "gpu_type": "GPU class (H100, A100, L40S, T4, CPU, ...; see assets/gpus.yaml)",
     "num_gpus": "GPUs available",
     "lora_adapters": "LoRA adapters served",
     "draft_model": "draft model name for speculative decoding",

@@ -2,7 +2,9 @@
 
 Files (each has a JSON schema in ``assets/schemas/<name>.schema.json``):
 - ``techniques.yaml``        the 13 techniques of §1 (what each solves and costs, module, vLLM
-                             0.32 flags, hardware needs, symptoms treated), GPU classes;
+                             0.32 flags, hardware needs, symptoms treated);
+- ``gpus.yaml``              the GPU catalog (memory, TFLOP/s, bandwidth, compute capability,
+                             aliases), looked up through :mod:`inferopt.gpu_catalog`;
 - ``decision_tree.yaml``     §2: thresholds, the baseline step, branches A-D and sub-conditions;
 - ``pitfalls.yaml``          §3: the 5 combination pitfalls, each a detection rule + advice;
 - ``optimization_order.yaml``§4: OOM -> TTFT -> TPOT/throughput -> tail, with reasons;
@@ -25,7 +27,7 @@ from .errors import CourseError
 from .paths import ASSETS
 
 NAMES = ("techniques", "decision_tree", "pitfalls", "optimization_order", "tradeoffs",
-         "knowledge_map", "learning_path")
+         "knowledge_map", "learning_path", "gpus")
 COST_ORDER = {"low": 0, "medium": 1, "high": 2}
 
 
@@ -79,6 +81,9 @@ def reload() -> None:
     _load_checked.cache_clear()
     _check_cross_references.cache_clear()
     technique_index.cache_clear()
+    from . import gpu_catalog
+
+    gpu_catalog.forget()
 
 
 @dataclass(frozen=True)
@@ -153,16 +158,15 @@ def filter_techniques(symptom: str | None = None, max_cost: str | None = None) -
 
 
 def gpu_info(gpu_type: str | None) -> dict | None:
-    """The GPU class entry of techniques.yaml for ``gpu_type`` (case-insensitive), None if not given."""
-    if gpu_type in (None, ""):
-        return None
-    gpus = _load_checked("techniques")["gpus"]
-    key = str(gpu_type).replace(" ", "").replace("-", "").upper()
-    for name, info in gpus.items():
-        if name.upper() == key:
-            return dict(info, name=name)
-    raise CourseError(f"workload.gpu_type: unknown GPU {gpu_type!r}; known: {', '.join(gpus)} "
-                      "(add it to assets/techniques.yaml under gpus)")
+    """The decision engine's GPU class for ``gpu_type`` (a short name such as H100, a catalog id of
+    assets/gpus.yaml, or CPU; case-insensitive), None if not given.
+
+    Answers name (the class name), id, arch, compute_capability and memory_gib (GiB as the driver
+    reports it); see :func:`inferopt.gpu_catalog.gpu_class`.
+    """
+    from . import gpu_catalog
+
+    return gpu_catalog.gpu_class(gpu_type, field="workload.gpu_type")
 
 
 @lru_cache(maxsize=None)

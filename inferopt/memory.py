@@ -31,13 +31,10 @@ import argparse
 import json
 import math
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
 
-import yaml
-
+from . import gpu_catalog as _catalog
 from .errors import CourseError
 from .model_specs import ModelSpec, load_spec
-from .paths import ASSETS
 
 GiB = 1 << 30
 GB = 10**9
@@ -66,26 +63,27 @@ GPU_BLOCK_SIZE = 16                      # vLLM CacheConfig.DEFAULT_BLOCK_SIZE (
 CPU_BLOCK_SIZE = 128                     # vLLM CPU backend default (vllm/platforms/cpu.py)
 
 
-@lru_cache(maxsize=1)
 def gpu_catalog() -> dict:
-    """GPU catalog from assets/gpus.yaml: id -> fields (memory, TFLOP/s, bandwidth, sources)."""
-    return yaml.safe_load((ASSETS / "gpus.yaml").read_text(encoding="utf-8"))["gpus"]
+    """GPU catalog from assets/gpus.yaml: id -> fields (memory, TFLOP/s, bandwidth, sources).
+
+    Read through :mod:`inferopt.gpu_catalog`, the one loader of that file.
+    """
+    return _catalog.catalog()
 
 
 def gpu_names() -> list[str]:
-    return list(gpu_catalog())
+    """Catalog ids of assets/gpus.yaml, in file order (the memory widget's GPU choices)."""
+    return _catalog.ids()
 
 
 def gpu_memory_gib(gpu: str) -> float:
-    """Total memory of one GPU in GiB, as nvidia-smi reports it (MiB / 1024)."""
-    return _gpu(gpu)["memory_mib_reported"] / 1024
+    """Total memory of one GPU in GiB, as nvidia-smi reports it (MiB / 1024); id or alias."""
+    return _catalog.memory_gib(gpu)
 
 
 def _gpu(gpu: str) -> dict:
-    cat = gpu_catalog()
-    if gpu not in cat:
-        raise CourseError(f"unknown GPU {gpu!r}: choose one of {', '.join(cat)} (assets/gpus.yaml).")
-    return cat[gpu]
+    """The catalog entry for a catalog id or alias (CourseError listing the known GPUs otherwise)."""
+    return _catalog.catalog()[_catalog.resolve(gpu)]
 
 
 def dtype_bytes(dtype: str) -> int:
@@ -403,7 +401,7 @@ def add_subcommand(subparsers) -> None:
     p = subparsers.add_parser("memory", help="weights, KV cache and concurrency per GPU (vLLM's rules)",
                               description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="llama-3-70b", help="shipped model name or path to config.json")
-    p.add_argument("--gpu", default="H100-SXM-80GB", help="GPU id from assets/gpus.yaml, or 'cpu'")
+    p.add_argument("--gpu", default="H100-SXM-80GB", help="GPU id or alias (H100) from assets/gpus.yaml, or 'cpu'")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel size")
     p.add_argument("--weights", default="bf16", choices=list(WEIGHT_FORMATS), help="weight format")
     p.add_argument("--kv-dtype", default="auto", choices=KV_DTYPES)

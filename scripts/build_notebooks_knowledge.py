@@ -115,18 +115,21 @@ def chapter01():
         Two rows depend on the GPU generation. FP8 (8-bit floating point for weights and
         activations) needs FP8 tensor cores, which arrived with Ada (compute capability 8.9) and
         Hopper (9.0): H100-class hardware. The fast INT4 path needs the Marlin kernels, which need
-        Ampere (8.0) or newer. The table of GPU classes in `assets/techniques.yaml` decides it:
+        Ampere (8.0) or newer. The compute capability of each GPU in `assets/gpus.yaml` (the
+        course's one GPU table) decides it:
         """),
         code("""
-        data = knowledge.load("techniques")
-        fp8_cc = data["hardware_needs"]["fp8"]["min_compute_capability"]
-        marlin_cc = data["hardware_needs"]["marlin"]["min_compute_capability"]
+        from inferopt import gpu_catalog
+        needs = knowledge.load("techniques")["hardware_needs"]
+        fp8_cc = needs["fp8"]["min_compute_capability"]
+        marlin_cc = needs["marlin"]["min_compute_capability"]
         print(f"FP8 needs compute capability >= {fp8_cc}, Marlin >= {marlin_cc}\\n")
-        for name, g in data["gpus"].items():
+        for name in gpu_catalog.class_names():
+            g = knowledge.gpu_info(name)
             if g["arch"] == "cpu":
                 continue
             cc = g["compute_capability"]
-            print(f"{name:8s} {g['arch']:9s} cc {cc:4.1f}   FP8: {'yes' if cc >= fp8_cc else 'no ':3s}"
+            print(f"{name:9s} {g['arch']:9s} cc {cc:4.1f}   FP8: {'yes' if cc >= fp8_cc else 'no ':3s}"
                   f"   Marlin INT4: {'yes' if cc >= marlin_cc else 'no'}")
         """),
         md("""

@@ -13,7 +13,7 @@ import shlex
 
 import ipywidgets as W
 
-from .. import knowledge
+from .. import gpu_catalog, knowledge
 from ..decision import Diagnosis, diagnose
 from ..errors import CourseError
 from ._common import error_html, esc
@@ -156,7 +156,7 @@ class DecisionWidget(W.VBox):
         self.oom_w = W.Checkbox(value=False, description="OOM")
         self.slo_w = {k: W.FloatText(value=v, description=d, style=st, layout=lay) for k, d, v in self.SLOS}
         self.work_w = {k: W.FloatText(value=v, description=d, style=st, layout=lay) for k, d, v in self.WORKLOAD}
-        self.gpu_w = W.Dropdown(options=["(unknown)"] + list(knowledge.load("techniques")["gpus"]),
+        self.gpu_w = W.Dropdown(options=["(unknown)"] + gpu_catalog.class_names(),
                                 value="(unknown)", description="GPU", style=st, layout=lay)
         self.on_w = W.SelectMultiple(options=knowledge.technique_ids(), value=(), rows=7,
                                      description="already on", style=st)
