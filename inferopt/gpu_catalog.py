@@ -39,7 +39,8 @@ def catalog() -> dict:
     """The GPU catalog of ``assets/gpus.yaml``: catalog id -> fields, checked against its schema."""
     from . import knowledge
 
-    return knowledge.load("gpus")["gpus"]
+    # schema check only: the memory calculator must not depend on the decision-tree files
+    return knowledge._load_checked("gpus")["gpus"]
 
 
 def forget() -> None:
