@@ -125,18 +125,24 @@ def _is_our_server(pid: int) -> bool:
     return SERVER_MODULE in cmd
 
 
-def _kill_group(pgid: int, grace: float = 10.0) -> None:
+def _kill_group(pgid: int, grace: float = 10.0, proc: subprocess.Popen | None = None) -> None:
+    """SIGTERM the process group, wait up to ``grace`` s for all of it to go, then SIGKILL.
+
+    ``proc`` (the group leader, if it is our child) is reaped while waiting: an unreaped
+    leader stays a zombie and would keep the group 'alive' for the whole grace period."""
     try:
         os.killpg(pgid, signal.SIGTERM)
     except ProcessLookupError:
         return
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
+        if proc is not None:
+            proc.poll()
         try:
             os.killpg(pgid, 0)
         except ProcessLookupError:
             return
-        time.sleep(0.2)
+        time.sleep(0.1)
     try:
         os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:
@@ -384,7 +390,7 @@ class VLLMServer:
         """Stop the whole process group (SIGTERM, then SIGKILL after 10 s) and forget the pid file."""
         if self.proc is None:
             return
-        _kill_group(self.proc.pid)
+        _kill_group(self.proc.pid, proc=self.proc)
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
