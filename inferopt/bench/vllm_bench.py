@@ -55,3 +55,33 @@ def run(base_url: str, model: str, tokenizer: str, *, timeout_s: float = 600, **
         summary, records = import_vllm_bench(out)
     summary["stdout_tail"] = proc.stdout[-1500:]
     return summary, records
+
+
+def run_in_process(base_url: str, model: str, tokenizer: str, **kw):
+    """Like ``run`` but calls vLLM's benchmark in this Python process (no start-up cost per call,
+    and the same process conditions as our own client: the fair way to compare the two)."""
+    import contextlib
+    import io
+
+    from vllm.benchmarks.serve import add_cli_args, main
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    from .loadgen import _run_coro
+
+    with tempfile.TemporaryDirectory(prefix="vllm-bench-") as tmp:
+        argv = command(base_url, model, tokenizer, result_dir=tmp, **kw)[3:]   # drop python -c ENTRY
+        parser = FlexibleArgumentParser(prog="vllm bench serve")
+        add_cli_args(parser)
+        args = parser.parse_args(argv + ["--disable-tqdm"])
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            _run_coro(lambda: _main_async(args))
+        summary, records = import_vllm_bench(Path(tmp) / "vllm-bench.json")
+    summary["stdout_tail"] = out.getvalue()[-1500:]
+    return summary, records
+
+
+async def _main_async(args):
+    from vllm.benchmarks.serve import main_async
+
+    return await main_async(args)
