@@ -186,7 +186,7 @@ class PrometheusServer:
     def stop(self) -> None:
         """Stop the process group and delete the temporary folder (config, rules, TSDB)."""
         if self.proc is not None:
-            _kill_group(self.proc.pid, grace=5.0)
+            _kill_group(self.proc.pid, grace=5.0, proc=self.proc)
             try:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
