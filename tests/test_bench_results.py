@@ -15,6 +15,7 @@ DATA = Path(__file__).parent / "data"
 def test_writer_flushes_each_line_and_a_torn_line_is_ignored(tmp_path):
     path = tmp_path / "run.jsonl"
     w = ResultWriter(path, run="t")
+    w.write("config", {"levels": [2]})
     w.request(RequestRecord(0, 100, 32, 0.1, 3.2, itl_s=[0.1]), concurrency=2)
     # readable before close: an interrupted sweep keeps what finished
     reqs, sums = read_jsonl(path)
@@ -77,3 +78,14 @@ def test_wrong_files_say_what_they_are_not(tmp_path):
         import_genai_perf(p)
     with pytest.raises(CourseError, match="does not exist"):
         read_jsonl(tmp_path / "missing.jsonl")
+
+
+def test_cli_import_and_sweep_argument_errors(capsys):
+    from inferopt.__main__ import main
+
+    assert main(["bench", "import", str(DATA / "aiperf_profile_export_aiperf.json")]) == 0
+    out = capsys.readouterr().out
+    assert "tpot_p95_ms" in out and "115.0" in out
+    # --url without --model: a CourseError naming the fix, exit code 2, no engine started
+    assert main(["bench", "sweep", "--url", "http://127.0.0.1:9", "--concurrency", "1"]) == 2
+    assert "--url needs --model" in capsys.readouterr().err

@@ -86,10 +86,15 @@ def _import(a) -> int:
     from .results import import_any
 
     summary, records = import_any(a.path)
+    rows = [summary]
+    if a.path.endswith(".jsonl"):
+        from .results import read_jsonl
+
+        rows = read_jsonl(a.path)[1] or rows   # every level of one of our sweeps
     if a.json:
         print(json.dumps(summary, indent=2, sort_keys=True, default=str))
     else:
-        print(table([summary], [k for k in ("concurrency", "completed", "ttft_p50_ms", "ttft_p95_ms", "tpot_p50_ms",
-                                             "tpot_p95_ms", "e2e_p95_ms", "output_throughput_tok_s") if k in summary]))
+        print(table(rows, [k for k in ("concurrency", "rate", "completed", "ttft_p50_ms", "ttft_p95_ms", "tpot_p50_ms",
+                                       "tpot_p95_ms", "e2e_p95_ms", "output_throughput_tok_s") if k in summary]))
         print(f"{len(records)} per-request records")
     return 0

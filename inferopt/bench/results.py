@@ -86,7 +86,8 @@ class ResultWriter:
 
 
 def read_jsonl(path: str | Path) -> tuple[list[dict], list[dict]]:
-    """(request lines, summary lines) of one of our result files. A torn last line is ignored."""
+    """(request lines, summary lines) of one of our result files. A torn last line is ignored, and
+    so are lines of other types (a sweep's "config" line)."""
     path = Path(path)
     if not path.exists():
         raise CourseError(f"result file {path} does not exist; list {results_dir()} to see the runs")
@@ -101,7 +102,10 @@ def read_jsonl(path: str | Path) -> tuple[list[dict], list[dict]]:
             if i == len(lines) - 1:
                 continue  # a run killed while writing its last line
             raise CourseError(f"{path}:{i + 1} is not JSON; the file is damaged") from None
-        (sums if obj.get("type") == "summary" else reqs).append(obj)
+        if obj.get("type") == "summary":
+            sums.append(obj)
+        elif obj.get("type", "request") == "request":
+            reqs.append(obj)   # other line types (e.g. "config") are not results
     return reqs, sums
 
 
