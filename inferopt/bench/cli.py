@@ -52,6 +52,8 @@ def _sweep(a) -> int:
 
     if not a.concurrency and not a.rate:
         a.concurrency = [1, 2, 4, 8]
+    if a.url and not a.model:
+        raise CourseError("--url needs --model (the served model name; see GET /v1/models)")
     slo = SLO(ttft_ms=a.slo_ttft_ms, tpot_ms=a.slo_tpot_ms) if (a.slo_ttft_ms or a.slo_tpot_ms) else None
     wl = Workload(input_tokens=a.input_tokens, output_tokens=a.output_tokens, num_requests=a.requests,
                   shared_prefix_tokens=a.shared_prefix_tokens)
@@ -60,8 +62,6 @@ def _sweep(a) -> int:
     t0 = time.monotonic()
     with contextlib.ExitStack() as stack:
         if a.url:
-            if not a.model:
-                raise CourseError("--url needs --model (the served model name; see GET /v1/models)")
             ep = Endpoint(a.url, a.model, api_key=a.api_key, api=a.api)
         else:
             from ..engine import VLLMServer
