@@ -58,8 +58,14 @@ def test_bad_endpoint_fails_with_the_reason(live_server):
 def test_agrees_with_vllm_bench_serve(live_server, tok):
     """Median TTFT and TPOT of our client and vLLM's `bench serve` agree within 10% on the same
     server. Both run in this process (vLLM's through its own module), interleaved round by round,
-    so load from other processes on the machine hits both alike."""
-    conc, n, inp, out, rounds = 2, 4, 100, 32, 5
+    so load from other processes on the machine hits both alike.
+
+    Set up so that only the measurement differs: concurrency 1 (at 2, each TTFT depends on
+    whether its prefill lands beside the other stream's, and medians of 20 swung 5-11% between
+    runs of the same code); 400-token prompts, so that prefill dominates TTFT and the ~100 ms
+    scheduling jitter of a 2-core box is small beside it; and vLLM's ready check and warm-ups
+    off, because they send the run's first prompt, which then hits the prefix cache."""
+    conc, n, inp, out, rounds = 1, 4, 400, 16, 5
     ep = loadgen.Endpoint.from_server(live_server)
     ours, theirs = [], []
     for rnd in range(rounds):
@@ -67,7 +73,8 @@ def test_agrees_with_vllm_bench_serve(live_server, tok):
         ours += loadgen.run(ep, reqs, concurrency=conc, warmup=1, progress=False).records
         _, recs = vllm_bench.run_in_process(live_server.base_url, live_server.model_name,
                                             str(default_tokenizer_path()), input_len=inp, output_len=out,
-                                            num_prompts=n, concurrency=conc, seed=rnd)
+                                            num_prompts=n, concurrency=conc, seed=rnd,
+                                            ready_check=False, warmups=0)
         theirs += recs
     assert len(ours) == len(theirs) == rounds * n
     assert all(r.ok for r in ours + theirs) and {r.prompt_tokens for r in theirs} == {inp}

@@ -26,8 +26,12 @@ _ENTRY = ("import sys\n"
 def command(base_url: str, model: str, tokenizer: str, *, input_len: int, output_len: int, num_prompts: int,
             concurrency: int | None = None, rate: float | None = None, result_dir: str | Path = ".",
             result_filename: str = "vllm-bench.json", seed: int = 0, api_key: str | None = None,
-            warmups: int = 1) -> list[str]:
-    """The argv of one ``vllm bench serve`` run (random dataset, ignore_eos, detailed result)."""
+            warmups: int = 1, ready_check: bool = True) -> list[str]:
+    """The argv of one ``vllm bench serve`` run (random dataset, ignore_eos, detailed result).
+
+    Trap: vLLM's ready check and its warm-ups send the *first prompt of the run*, so with prefix
+    caching on, the first measured request finds its prompt cached and reports a short TTFT.
+    For a fair TTFT comparison pass ``ready_check=False, warmups=0`` (the server must be up)."""
     args = [sys.executable, "-c", _ENTRY, "--backend", "openai", "--endpoint", "/v1/completions",
             "--base-url", base_url.rstrip("/").removesuffix("/v1"), "--model", model, "--tokenizer", str(tokenizer),
             "--dataset-name", "random", "--random-input-len", str(input_len), "--random-output-len", str(output_len),
@@ -35,6 +39,8 @@ def command(base_url: str, model: str, tokenizer: str, *, input_len: int, output
             "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,95,99",
             "--num-warmups", str(warmups), "--save-result", "--save-detailed",
             "--result-dir", str(result_dir), "--result-filename", result_filename]
+    if not ready_check:
+        args += ["--ready-check-timeout-sec", "0"]
     if concurrency is not None:
         args += ["--max-concurrency", str(concurrency)]
     if rate is not None:
