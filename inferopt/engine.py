@@ -26,15 +26,12 @@ Command: ``python -m inferopt serve [--kv-cache-gib 1] [-- extra vLLM flags]``.
 from __future__ import annotations
 
 import atexit
-import ctypes
 import importlib.metadata
 import importlib.util
 import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -43,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import CourseError
+from .managed_process import (ManagedProcess, _alive, _kill_group,  # noqa: F401 (re-exported)
+                              free_port, log_tail as _log_tail, port_is_free)
 from .model_prep import MODEL_NAME, PREPARE_COMMAND, require_model
 from .paths import servers_dir
 
@@ -98,55 +97,12 @@ def require_engine(kind: str) -> None:
 
 
 # ---------------------------------------------------------------- process hygiene
-def _pdeathsig():
-    """Run in the child before exec: new session, and SIGTERM when the parent dies."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _is_our_server(pid: int) -> bool:
     try:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return False
     return SERVER_MODULE in cmd
-
-
-def _kill_group(pgid: int, grace: float = 10.0, proc: subprocess.Popen | None = None) -> None:
-    """SIGTERM the process group, wait up to ``grace`` s for all of it to go, then SIGKILL.
-
-    ``proc`` (the group leader, if it is our child) is reaped while waiting: an unreaped
-    leader stays a zombie and would keep the group 'alive' for the whole grace period."""
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if proc is not None:
-            proc.poll()
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.1)
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def sweep_stale_servers(all_: bool = False) -> list[int]:
@@ -172,22 +128,6 @@ def sweep_stale_servers(all_: bool = False) -> list[int]:
     return stopped
 
 
-def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
 @dataclass
 class StartupFacts:
     """What the engine said about itself at start-up (None where the log had no such line)."""
@@ -207,16 +147,8 @@ def parse_startup_log(text: str) -> StartupFacts:
     )
 
 
-def _log_tail(path: Path, n: int = 25) -> str:
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return "(no log)"
-    return "\n".join(lines[-n:])
-
-
 # ---------------------------------------------------------------- the server
-class VLLMServer:
+class VLLMServer(ManagedProcess):
     """A vLLM OpenAI-compatible server started as a subprocess and stopped reliably.
 
     Args:
@@ -333,10 +265,7 @@ class VLLMServer:
         env["DO_NOT_TRACK"] = "1"
         env.update(self.env)
         t0 = time.monotonic()
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, env=env, start_new_session=True,
-                                         preexec_fn=_pdeathsig)
+        self._spawn(self.command(), self.log_path, env=env)
         self._pidfile = servers_dir() / f"{self.proc.pid}.pid.json"
         self._pidfile.write_text(json.dumps({"pid": self.proc.pid, "pgid": self.proc.pid,
                                              "owner_pid": os.getpid(), "port": self.port,
@@ -390,27 +319,10 @@ class VLLMServer:
         """Stop the whole process group (SIGTERM, then SIGKILL after 10 s) and forget the pid file."""
         if self.proc is None:
             return
-        _kill_group(self.proc.pid, proc=self.proc)
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
+        self._terminate()
         if self._pidfile:
             self._pidfile.unlink(missing_ok=True)
         _LIVE.discard(self)
-        self.proc = None
-
-    def __enter__(self) -> "VLLMServer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    def __del__(self):
-        try:
-            self.stop()
-        except Exception:
-            pass
 
     def __repr__(self) -> str:
         state = f"running at {self.base_url}" if self.proc else "stopped"

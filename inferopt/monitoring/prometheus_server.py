@@ -28,8 +28,8 @@ from urllib.parse import urlparse
 
 import yaml
 
-from ..engine import _kill_group, _pdeathsig, free_port
 from ..errors import CourseError
+from ..managed_process import ManagedProcess, free_port, log_tail
 from .promtool import find_tool
 
 _LIVE: "weakref.WeakSet[PrometheusServer]" = weakref.WeakSet()
@@ -68,7 +68,7 @@ def _target(addr: str) -> str:
     return addr
 
 
-class PrometheusServer:
+class PrometheusServer(ManagedProcess):
     """A Prometheus server started as a subprocess, scraping ``targets`` and evaluating ``rules``.
 
     Args:
@@ -79,6 +79,8 @@ class PrometheusServer:
         self_scrape: also scrape Prometheus itself (job 'prometheus').
         startup_timeout: seconds to wait for /-/ready.
     """
+
+    stop_grace_s = 5.0
 
     def __init__(self, targets: dict, rules=None, *, scrape_interval: str = "1s",
                  evaluation_interval: str = "1s", self_scrape: bool = False,
@@ -142,9 +144,7 @@ class PrometheusServer:
                f"--web.listen-address=127.0.0.1:{self.port}",
                "--storage.tsdb.retention.time=1h", "--log.level=info"]
         t0 = time.monotonic()
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         cwd=self.workdir, start_new_session=True, preexec_fn=_pdeathsig)
+        self._spawn(cmd, self.log_path, cwd=self.workdir)
         _LIVE.add(self)
         try:
             self._wait_ready(t0)
@@ -155,10 +155,7 @@ class PrometheusServer:
         return self
 
     def _log_tail(self, n: int = 15) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return "(no log)"
+        return log_tail(self.log_path, n)
 
     def _wait_ready(self, t0: float) -> None:
         import requests
@@ -185,29 +182,11 @@ class PrometheusServer:
 
     def stop(self) -> None:
         """Stop the process group and delete the temporary folder (config, rules, TSDB)."""
-        if self.proc is not None:
-            _kill_group(self.proc.pid, grace=5.0, proc=self.proc)
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-            self.proc = None
+        self._terminate()
         _LIVE.discard(self)
         if self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
-
-    def __enter__(self) -> "PrometheusServer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    def __del__(self):
-        try:
-            self.stop()
-        except Exception:
-            pass
 
     def __repr__(self) -> str:
         state = f"running at {self.base_url}" if self.proc else "stopped"
