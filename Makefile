@@ -22,8 +22,8 @@ help:
 	@echo "make test   set up and run every test and notebook (strict nbval), as CI does"
 	@echo "other: make setup | model | tools | labs | check | run-notebooks NB=... | bench | env"
 
-## setup: virtual environment + packages for the selected engine + default model (CPU) + promtool
-setup: $(STAMP) $(if $(filter cpu,$(ENGINE)),$(MODEL_STAMP)) tools
+## setup: virtual environment + packages for the selected engine + default model (CPU)
+setup: $(STAMP) $(if $(filter cpu,$(ENGINE)),$(MODEL_STAMP))
 
 $(STAMP): requirements.txt requirements-$(ENGINE).txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -51,10 +51,13 @@ tools:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null \
 	  || { echo "could not install prometheus: chapter 06 and its tests need promtool (apt-get install prometheus)"; exit 1; }; }
 
+# promtool is needed by chapter 06 only: `make lab` tries to install it and goes on without it
+# (no root/sudo on a laptop); `make test` requires it.
 lab: setup
+	-@$(MAKE) --no-print-directory tools || echo "note: without promtool, chapter 06's alert cells will tell you to install it"
 	$(BIN)/jupyter lab --ip 127.0.0.1 --port $(LAB_PORT) --LabApp.default_url=/lab/tree/chapters/00-start-here.ipynb $(ROOT_OPT) $(LAB_OPTS)
 
-test: setup
+test: setup tools
 	$(BIN)/python -m pytest
 
 ## maintenance
@@ -67,7 +70,7 @@ check: $(STAMP)
 clean-notebooks: $(STAMP)
 	$(BIN)/python -m inferopt.nbtools clean
 
-run-notebooks: setup
+run-notebooks: setup tools
 	@test -n "$(NB)" || { echo "usage: make run-notebooks NB='chapters/00-start-here.ipynb ...'"; exit 2; }
 	$(BIN)/python -m inferopt.nbtools run $(NB)
 
