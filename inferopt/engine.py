@@ -195,7 +195,6 @@ class VLLMServer(ManagedProcess):
         self.port: int | None = None
         self.startup_timeout = startup_timeout
         self.quiet = quiet
-        self.proc: subprocess.Popen | None = None
         self.log_path: Path | None = None
         self.facts = StartupFacts(None, None, None)
         self.startup_seconds: float | None = None

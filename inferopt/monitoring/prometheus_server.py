@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import atexit
 import shutil
-import subprocess
 import tempfile
 import time
 import weakref
@@ -95,7 +94,6 @@ class PrometheusServer(ManagedProcess):
         self.requested_port = port
         self.startup_timeout = startup_timeout
         self.port: int | None = None
-        self.proc: subprocess.Popen | None = None
         self.workdir: Path | None = None
         self.startup_seconds: float | None = None
 
