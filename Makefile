@@ -15,12 +15,12 @@ LAB_OPTS ?=
 ROOT_OPT := $(if $(filter 0,$(shell id -u)),--allow-root)
 NB ?=
 
-.PHONY: setup lab test tools model labs check clean-notebooks run-notebooks bench env help
+.PHONY: setup lab test tools model labs check sync clean-notebooks run-notebooks bench env help
 
 help:
 	@echo "make lab    set up (first time ~5 min) and open the course in JupyterLab"
 	@echo "make test   set up and run every test and notebook (strict nbval), as CI does"
-	@echo "other: make setup | model | tools | labs | check | run-notebooks NB=... | bench | env"
+	@echo "other: make setup | model | tools | labs | check | sync [NB=...] | run-notebooks NB=... | bench | env"
 
 ## setup: virtual environment + packages for the selected engine + default model (CPU)
 setup: $(STAMP) $(if $(filter cpu,$(ENGINE)),$(MODEL_STAMP))
@@ -66,6 +66,11 @@ labs: $(STAMP)
 
 check: $(STAMP)
 	$(BIN)/python -m inferopt.nbtools check
+	$(BIN)/ruff check
+
+## reconcile notebooks with their MyST .md twins (jupytext; the file edited last wins)
+sync: $(STAMP)
+	$(BIN)/python -m inferopt.nbtools sync $(NB)
 
 clean-notebooks: $(STAMP)
 	$(BIN)/python -m inferopt.nbtools clean

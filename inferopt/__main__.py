@@ -10,19 +10,19 @@ import argparse
 import importlib
 import sys
 
-from .errors import CourseError
+from inferopt.errors import CourseError
 
 COMMAND_MODULES = [
-    "inferopt.envcheck",      # env
-    "inferopt.model_prep",    # prepare-model
-    "inferopt.engine",        # serve
-    "inferopt.engine_footprint",  # engine-footprint
-    "inferopt.memory",        # memory
-    "inferopt.planner",       # plan
-    "inferopt.capacity",      # capacity
+    "inferopt.serving.envcheck",      # env
+    "inferopt.serving.model_prep",    # prepare-model
+    "inferopt.serving.engine",        # serve
+    "inferopt.serving.footprint",  # engine-footprint
+    "inferopt.planning.memory",        # memory
+    "inferopt.planning.planner",       # plan
+    "inferopt.planning.capacity",      # capacity
     "inferopt.monitoring.alerts",     # alerts
     "inferopt.monitoring.dashboard",  # dashboard
-    "inferopt.decision",      # diagnose
+    "inferopt.diagnosis.decision",      # diagnose
     "inferopt.bench.cli",     # bench sweep | bench import
 ]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from .paths import CHAPTERS, LABS, REPO_ROOT
+from inferopt.paths import CHAPTERS, LABS, REPO_ROOT
 
 
 def _title(path) -> str:

@@ -8,7 +8,9 @@ Lab outputs are cleared.
 
 Commands (``python -m inferopt.nbtools ...``):
   labs                 regenerate labs/ from solutions/
-  check                fail if labs/ is stale or a stored notebook is not clean
+  check                fail if labs/ is stale, a stored notebook is not clean, or a notebook and
+                       its MyST markdown twin (jupytext pairing, see jupytext.toml) disagree
+  sync [NB ...]        reconcile each notebook with its .md twin (jupytext --sync; newer file wins)
   clean [NB ...]       normalise metadata of stored notebooks (all by default)
   run NB [NB ...]      execute notebooks in place (real outputs), clean them, regenerate labs
 """
@@ -21,10 +23,11 @@ import re
 import sys
 from pathlib import Path
 
-from .paths import CHAPTERS, LABS, REPO_ROOT, SOLUTIONS
+from inferopt.paths import CHAPTERS, LABS, REPO_ROOT, SOLUTIONS
 
 FIX_LABS = "make labs   (or: .venv/bin/python -m inferopt.nbtools labs)"
 FIX_CLEAN = "make clean-notebooks   (or: .venv/bin/python -m inferopt.nbtools clean)"
+FIX_SYNC = "make sync NB={nb}   (or: .venv/bin/jupytext --sync {nb}; the file you edited last wins)"
 
 _CODE_STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
 _MD_STUB = "YOUR ANSWER HERE"
@@ -33,7 +36,7 @@ _END_CODE = re.compile(r"^[ \t]*### END SOLUTION[ \t]*$")
 _BEGIN_MD = re.compile(r"^\s*(<!--\s*)?BEGIN SOLUTION(\s*-->)?\s*$")
 _END_MD = re.compile(r"^\s*(<!--\s*)?END SOLUTION(\s*-->)?\s*$")
 
-KEEP_NB_META = {"kernelspec", "language_info"}
+KEEP_NB_META = {"kernelspec", "language_info", "jupytext"}
 KEEP_CELL_META = {"tags"}
 
 
@@ -83,6 +86,12 @@ def clean(nb: dict) -> dict:
     if "language_info" in meta:
         meta["language_info"] = {"name": "python"}
     meta.setdefault("kernelspec", {"display_name": "Python 3", "language": "python", "name": "python3"})
+    if "jupytext" in meta:  # pairing metadata stays; version noise goes
+        jt = {k: v for k, v in meta["jupytext"].items() if k != "text_representation"}
+        if jt:
+            meta["jupytext"] = jt
+        else:
+            del meta["jupytext"]
     nb["metadata"] = meta
     for cell in nb["cells"]:
         cell["metadata"] = {k: v for k, v in cell.get("metadata", {}).items() if k in KEEP_CELL_META}
@@ -161,6 +170,56 @@ def unclean_notebooks(paths=None) -> list[str]:
     return problems
 
 
+def twin(path: Path) -> Path:
+    """The MyST markdown twin of a stored notebook (same folder, same name, .md)."""
+    return path.with_suffix(".md")
+
+
+def _cells_for_compare(nb) -> list[tuple[str, str, tuple]]:
+    return [(c["cell_type"], _source(c).rstrip(), tuple(c.get("metadata", {}).get("tags", [])))
+            for c in nb["cells"]]
+
+
+def _rel(path: Path) -> Path:
+    try:
+        return path.relative_to(REPO_ROOT)
+    except ValueError:
+        return path
+
+
+def unsynced_pairs(paths=None) -> list[str]:
+    """Notebooks whose MyST twin is missing or whose cells (type, source, tags) differ from it."""
+    import jupytext
+
+    problems = []
+    for path in paths or stored_notebooks():
+        rel = _rel(path)
+        md = twin(path)
+        if not md.exists():
+            problems.append(f"{rel}: its markdown twin {_rel(md)} is missing; "
+                            f"fix: {FIX_SYNC.format(nb=rel)}")
+            continue
+        a = _cells_for_compare(jupytext.read(path))
+        b = _cells_for_compare(jupytext.read(md, fmt="md:myst"))
+        if a != b:
+            n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            problems.append(f"{rel} and {md.name} differ (first at cell {n}; {len(a)} vs {len(b)} cells); "
+                            f"fix: {FIX_SYNC.format(nb=rel)}")
+    for md in [] if paths else sorted(list(CHAPTERS.glob("*.md")) + list(SOLUTIONS.glob("*.md"))):
+        if not md.with_suffix(".ipynb").exists():
+            problems.append(f"{md.relative_to(REPO_ROOT)} has no notebook; fix: "
+                            f"{FIX_SYNC.format(nb=md.relative_to(REPO_ROOT))}")
+    return problems
+
+
+def sync_files(paths=None) -> None:
+    """Run ``jupytext --sync`` on each notebook (or markdown twin); jupytext reads its config."""
+    import subprocess
+
+    targets = [str(p) for p in (paths or stored_notebooks())]
+    subprocess.run([sys.executable, "-m", "jupytext", "--sync", "--quiet", *targets], check=True, cwd=REPO_ROOT)
+
+
 def clean_files(paths=None) -> list[Path]:
     changed = []
     for path in paths or stored_notebooks():
@@ -176,11 +235,14 @@ def run_notebook(path: Path, timeout: int = 1800) -> None:
     import nbformat
     from nbclient import NotebookClient
 
+    path = path.with_suffix(".ipynb")
+    sync_files([path])  # an edited .md twin brings its inputs over first (the newer file wins)
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}})
     client.execute()
     path.write_text(_dumps(clean(json.loads(nbformat.writes(nb)))), encoding="utf-8")
+    sync_files([path])  # outputs changed, inputs did not: the twin stays as it is
 
 
 def main(argv=None) -> int:
@@ -189,6 +251,8 @@ def main(argv=None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("labs")
     sub.add_parser("check")
+    s = sub.add_parser("sync")
+    s.add_argument("notebooks", nargs="*", type=Path)
     c = sub.add_parser("clean")
     c.add_argument("notebooks", nargs="*", type=Path)
     r = sub.add_parser("run")
@@ -200,13 +264,18 @@ def main(argv=None) -> int:
             print("wrote", p.relative_to(REPO_ROOT))
         return 0
     if args.cmd == "check":
+        unsynced = unsynced_pairs()
         problems = stale_labs() + unclean_notebooks()
-        for p in problems:
+        for p in problems + unsynced:
             print("-", p)
         if problems:
             print(f"fix: {FIX_LABS}\n     {FIX_CLEAN}")
+        if problems or unsynced:
             return 1
-        print("labs up to date; notebooks clean")
+        print("labs up to date; notebooks clean; every notebook in sync with its .md twin")
+        return 0
+    if args.cmd == "sync":
+        sync_files([x.resolve() for x in args.notebooks] or None)
         return 0
     if args.cmd == "clean":
         for p in clean_files([x.resolve() for x in args.notebooks] or None):

@@ -8,7 +8,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def live_server():
-    from inferopt.engine import VLLMServer
+    from inferopt.serving.engine import VLLMServer
 
     srv = VLLMServer(max_model_len=2048, kv_cache_gib=1.0, quiet=True)
     srv.start()

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from inferopt import capacity
+from inferopt.planning import capacity
 from inferopt.errors import CourseError
 from inferopt.paths import REPO_ROOT
 

@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from inferopt.baseline_import import from_bench_records, from_profile_export, load_baseline
-from inferopt.decision import (Baseline, conflicts_for, default_techniques_on, diagnose, metrics_from_summary,
+from inferopt.diagnosis.baseline import from_bench_records, from_profile_export, load_baseline
+from inferopt.diagnosis.decision import (Baseline, conflicts_for, default_techniques_on, diagnose, metrics_from_summary,
                                time_diagnosis)
 from inferopt.errors import CourseError
 

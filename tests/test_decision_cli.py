@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from inferopt import decision
+from inferopt.diagnosis import decision
 from inferopt.errors import CourseError
 from inferopt.paths import REPO_ROOT
 

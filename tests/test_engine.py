@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from inferopt.engine import VLLMServer, parse_startup_log, port_is_free
+from inferopt.serving.engine import VLLMServer, parse_startup_log, port_is_free
 from inferopt.errors import CourseError
 from inferopt.paths import REPO_ROOT, servers_dir
 
@@ -129,7 +129,7 @@ def test_no_engine_installed_names_the_requirements_file():
     base = getattr(sys, "_base_executable", None) or "/usr/bin/python3"
     code = ("import sys; sys.path.insert(0, %r)\n"
             "import importlib.util; assert importlib.util.find_spec('vllm') is None, 'base python has vllm'\n"
-            "from inferopt.engine import require_engine\n"
+            "from inferopt.serving.engine import require_engine\n"
             "from inferopt.errors import CourseError\n"
             "try:\n    require_engine('cpu')\nexcept CourseError as e:\n    print(e)\n") % str(REPO_ROOT)
     out = subprocess.run([base, "-c", code], capture_output=True, text=True, timeout=60)
@@ -138,7 +138,7 @@ def test_no_engine_installed_names_the_requirements_file():
 
 def test_server_does_not_outlive_a_dead_kernel():
     """A 'kernel' (a child Python) starts a server and is SIGKILLed mid-start: the server goes too."""
-    code = ("from inferopt.engine import VLLMServer\n"
+    code = ("from inferopt.serving.engine import VLLMServer\n"
             "VLLMServer(quiet=True, startup_timeout=600).start()\n")
     kernel = subprocess.Popen([sys.executable, "-c", code], cwd=REPO_ROOT)
     deadline = time.monotonic() + 30
@@ -157,6 +157,6 @@ def test_server_does_not_outlive_a_dead_kernel():
     while _group_alive(info["pgid"]) and time.monotonic() < deadline:
         time.sleep(0.5)
     if _group_alive(info["pgid"]):
-        from inferopt.engine import sweep_stale_servers
+        from inferopt.serving.engine import sweep_stale_servers
         sweep_stale_servers()
     assert not _group_alive(info["pgid"]), "server outlived its kernel (neither pdeathsig nor the sweep stopped it)"

@@ -3,7 +3,8 @@ import copy
 
 import pytest
 
-from inferopt import gpu_catalog, knowledge, memory
+from inferopt.planning import gpu_catalog, memory
+from inferopt.diagnosis import knowledge
 from inferopt.errors import CourseError
 
 # CUDA compute capabilities per architecture (major.minor); Ampere and Ada have more than one.

@@ -4,7 +4,7 @@ import shlex
 
 import pytest
 
-from inferopt import knowledge
+from inferopt.diagnosis import knowledge
 from inferopt.errors import CourseError
 
 
@@ -178,7 +178,7 @@ def test_default_flags_mean_what_we_say(vllm_parser):
 
 
 def test_engine_generated_flags_parse(vllm_parser):
-    from inferopt.decision import diagnose
+    from inferopt.diagnosis.decision import diagnose
 
     cases = [
         dict(metrics={"oom": True}, slos={"ttft_p95_ms": 500, "tpot_p95_ms": 50},

@@ -8,7 +8,7 @@ import time
 
 import requests
 
-from inferopt.engine import free_port
+from inferopt.serving.engine import free_port
 from inferopt.paths import REPO_ROOT
 
 

@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 import yaml
 
-from inferopt import memory as m
+from inferopt.planning import memory as m
 from inferopt.errors import CourseError
 from inferopt.paths import ASSETS, REPO_ROOT
 

@@ -6,13 +6,13 @@ Three engine starts (~35 s each; run under `flock /tmp/inferopt-engine.lock`):
                                         a multiple of the 128-token block)
   0.75 GiB, float32, max_model_len 1536 (a fractional GiB budget)
 The engine's own start-up line "KV cache size: N tokens, Maximum concurrency for L tokens per
-request: X.XXx" is parsed by inferopt.engine and compared with inferopt.memory's prediction.
+request: X.XXx" is parsed by inferopt.serving.engine and compared with inferopt.planning.memory's prediction.
 """
 import pytest
 
-from inferopt.engine import VLLMServer
-from inferopt.memory import cpu_engine_prediction
-from inferopt.model_specs import load_spec, spec_from_config
+from inferopt.serving.engine import VLLMServer
+from inferopt.planning.memory import cpu_engine_prediction
+from inferopt.planning.model_specs import load_spec, spec_from_config
 
 
 def _assert_agrees(srv, kv_cache_gib, max_model_len, dtype):

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from inferopt import model_specs as ms
+from inferopt.planning import model_specs as ms
 from inferopt.errors import CourseError
 from inferopt.paths import ASSETS
 

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from inferopt.engine import free_port
+from inferopt.serving.engine import free_port
 from inferopt.errors import CourseError
 from inferopt.monitoring.alerts import build_rules
 from inferopt.monitoring.prometheus_server import PrometheusServer

@@ -7,7 +7,7 @@ import sys
 import pytest
 import yaml
 
-from inferopt import planner
+from inferopt.planning import planner
 from inferopt.errors import CourseError
 from inferopt.paths import ASSETS, REPO_ROOT
 

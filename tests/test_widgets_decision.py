@@ -1,8 +1,8 @@
 """Widgets and pictures over the decision engine: tree figure, technique table, trade-offs, self-check."""
 import pytest
 
-from inferopt import knowledge
-from inferopt.decision import diagnose
+from inferopt.diagnosis import knowledge
+from inferopt.diagnosis.decision import diagnose
 from inferopt.widgets.decision_widget import DecisionWidget, diagnosis_html, tree_figure
 from inferopt.widgets.selfcheck import SelfCheck, answer_key, grade, items
 from inferopt.widgets.technique_table import TechniqueTable, technique_rows, technique_table_html

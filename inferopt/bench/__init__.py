@@ -10,4 +10,4 @@ results on disk, plots and the live decision-tree experiments.
 - ``plots``: plotly figures; ``experiments``: the one-change-at-a-time live experiments;
 - ``cli``: ``python -m inferopt bench sweep|import``.
 """
-from .metrics import SLO, RequestRecord, summarize  # noqa: F401
+from inferopt.bench.metrics import SLO, RequestRecord, summarize  # noqa: F401

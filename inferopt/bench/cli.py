@@ -12,7 +12,7 @@ import json
 import os
 import time
 
-from ..errors import CourseError
+from inferopt.errors import CourseError
 
 
 def add_subcommand(sub) -> None:
@@ -44,11 +44,11 @@ def add_subcommand(sub) -> None:
 
 
 def _sweep(a) -> int:
-    from .metrics import SLO, table
-    from .loadgen import Endpoint
-    from .results import ResultWriter, new_results_path
-    from .sweep import sweep
-    from .workload import Workload, load_tokenizer
+    from inferopt.bench.metrics import SLO, table
+    from inferopt.bench.loadgen import Endpoint
+    from inferopt.bench.results import ResultWriter, new_results_path
+    from inferopt.bench.sweep import sweep
+    from inferopt.bench.workload import Workload, load_tokenizer
 
     if not a.concurrency and not a.rate:
         a.concurrency = [1, 2, 4, 8]
@@ -64,7 +64,7 @@ def _sweep(a) -> int:
         if a.url:
             ep = Endpoint(a.url, a.model, api_key=a.api_key, api=a.api)
         else:
-            from ..engine import VLLMServer
+            from inferopt.serving.engine import VLLMServer
 
             srv = stack.enter_context(VLLMServer())
             ep = Endpoint.from_server(srv, api_key=a.api_key, api=a.api)
@@ -82,13 +82,13 @@ def _sweep(a) -> int:
 
 
 def _import(a) -> int:
-    from .metrics import table
-    from .results import import_any
+    from inferopt.bench.metrics import table
+    from inferopt.bench.results import import_any
 
     summary, records = import_any(a.path)
     rows = [summary]
     if a.path.endswith(".jsonl"):
-        from .results import read_jsonl
+        from inferopt.bench.results import read_jsonl
 
         rows = read_jsonl(a.path)[1] or rows   # every level of one of our sweeps
     if a.json:

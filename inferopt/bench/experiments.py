@@ -1,6 +1,6 @@
 """The live experiments of the decision tree: measure, diagnose, change one flag, measure again.
 
-Each function here measures one workload on a running engine (``inferopt.engine.VLLMServer``)
+Each function here measures one workload on a running engine (``inferopt.serving.engine.VLLMServer``)
 and returns summaries; the notebook owns the engines (one per configuration, reused across
 experiments) so that every comparison differs in exactly one flag. Sizes are chosen for the
 2-core CPU engine (about a minute per experiment); on a GPU pass larger sizes.
@@ -23,10 +23,10 @@ import random
 import threading
 import time
 
-from ..errors import CourseError
-from . import loadgen
-from .metrics import SLO, summarize
-from .workload import RequestSpec, Workload, build_requests, load_tokenizer, random_text
+from inferopt.errors import CourseError
+from inferopt.bench import loadgen
+from inferopt.bench.metrics import SLO, summarize
+from inferopt.bench.workload import RequestSpec, Workload, build_requests, load_tokenizer, random_text
 
 # ---------------------------------------------------------------- /metrics
 WATCHED = ("vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc",
@@ -162,7 +162,7 @@ def concurrency_sweep(srv, tokenizer=None, *, concurrencies=(1, 2, 4, 8), input_
                       output_tokens: int = 32, min_rounds: int = 2, slo: SLO | None = None, writer=None,
                       progress: bool = True, seed: int = 0) -> list[dict]:
     """Closed-loop sweep on a running engine (fresh prompts per level); one summary per level."""
-    from .sweep import sweep
+    from inferopt.bench.sweep import sweep
 
     ep = loadgen.Endpoint.from_server(srv)
     wl = Workload(input_tokens=input_tokens, output_tokens=output_tokens, num_requests=1, seed=seed)
@@ -216,7 +216,7 @@ NULL_BLOCKS = 1   # vLLM's KV manager reserves one block (the null block); it ne
 def min_kv_gib(max_model_len: int = 2048, dtype: str = "float32") -> float:
     """The smallest KV budget (GiB) the CPU engine accepts for ``max_model_len``: enough blocks for
     one full-length request plus the null block."""
-    from ..memory import cpu_engine_prediction
+    from inferopt.planning.memory import cpu_engine_prediction
 
     probe = cpu_engine_prediction(kv_cache_gib=1.0, max_model_len=max_model_len, dtype=dtype)
     blocks = math.ceil(max_model_len / probe.block_size) + NULL_BLOCKS
@@ -232,7 +232,7 @@ def kv_fix_gib(*, concurrency: int, input_tokens: int, output_tokens: int, max_m
     block vLLM keeps as its "null block" (measured: a budget of exactly 16 blocks of 128 tokens
     is refused for max_model_len 2048 - "estimated maximum model length is 1920");
     budget = blocks × bytes per block. Returns the working."""
-    from ..memory import cpu_engine_prediction
+    from inferopt.planning.memory import cpu_engine_prediction
 
     probe = cpu_engine_prediction(kv_cache_gib=1.0, max_model_len=max_model_len, dtype=dtype)
     block = probe.block_size

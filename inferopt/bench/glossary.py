@@ -5,8 +5,8 @@ import functools
 
 import yaml
 
-from ..errors import CourseError
-from ..paths import asset
+from inferopt.errors import CourseError
+from inferopt.paths import asset
 
 COLUMNS = ("ours", "name", "definition", "vllm_bench_serve", "aiperf_genai_perf", "guidellm")
 

@@ -25,9 +25,9 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from ..errors import CourseError
-from .metrics import SLO, RequestRecord, summarize
-from .workload import RequestSpec
+from inferopt.errors import CourseError
+from inferopt.bench.metrics import SLO, RequestRecord, summarize
+from inferopt.bench.workload import RequestSpec
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class Endpoint:
 
     @classmethod
     def from_server(cls, srv, **kw) -> "Endpoint":
-        """The endpoint of a running inferopt.engine.VLLMServer."""
+        """The endpoint of a running inferopt.serving.engine.VLLMServer."""
         return cls(base_url=srv.base_url, model=srv.model_name, **kw)
 
     @property

@@ -13,8 +13,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..errors import CourseError
-from .metrics import SLO, max_level_meeting
+from inferopt.errors import CourseError
+from inferopt.bench.metrics import SLO, max_level_meeting
 
 _COLORS = {"p50": "#1f77b4", "p90": "#2ca02c", "p95": "#ff7f0e", "p99": "#d62728"}
 

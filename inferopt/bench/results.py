@@ -22,9 +22,9 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from ..errors import CourseError
-from ..paths import results_dir
-from .metrics import PERCENTILES, RequestRecord, summarize
+from inferopt.errors import CourseError
+from inferopt.paths import results_dir
+from inferopt.bench.metrics import PERCENTILES, RequestRecord, summarize
 
 
 def _clean(obj):

@@ -9,11 +9,11 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from ..errors import CourseError
-from . import loadgen
-from .metrics import SLO
-from .results import ResultWriter
-from .workload import Workload, build_requests
+from inferopt.errors import CourseError
+from inferopt.bench import loadgen
+from inferopt.bench.metrics import SLO
+from inferopt.bench.results import ResultWriter
+from inferopt.bench.workload import Workload, build_requests
 
 
 def sweep(endpoint: loadgen.Endpoint, workload: Workload, *, concurrencies=None, rates=None,
@@ -30,7 +30,7 @@ def sweep(endpoint: loadgen.Endpoint, workload: Workload, *, concurrencies=None,
     if not levels or any(x <= 0 for x in levels):
         raise CourseError(f"levels {levels}: give positive numbers")
     if tokenizer is None:
-        from .workload import load_tokenizer
+        from inferopt.bench.workload import load_tokenizer
 
         tokenizer = load_tokenizer()
     out = []

@@ -12,8 +12,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..errors import CourseError
-from .results import import_vllm_bench
+from inferopt.errors import CourseError
+from inferopt.bench.results import import_vllm_bench
 
 _ENTRY = ("import sys\n"
           "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
@@ -72,7 +72,7 @@ def run_in_process(base_url: str, model: str, tokenizer: str, **kw):
     from vllm.benchmarks.serve import add_cli_args, main
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    from .loadgen import _run_coro
+    from inferopt.bench.loadgen import _run_coro
 
     with tempfile.TemporaryDirectory(prefix="vllm-bench-") as tmp:
         argv = command(base_url, model, tokenizer, result_dir=tmp, **kw)[3:]   # drop python -c ENTRY

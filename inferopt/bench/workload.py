@@ -17,7 +17,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..errors import CourseError
+from inferopt.errors import CourseError
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ def load_tokenizer(path: str | None = None):
     from transformers import AutoTokenizer
 
     if path is None:
-        from ..model_prep import require_model
+        from inferopt.serving.model_prep import require_model
 
         path = str(require_model())
     try:
@@ -126,6 +126,6 @@ def build_requests(workload: Workload, tokenizer, tag: str = "") -> list[Request
 
 
 def default_tokenizer_path() -> Path:
-    from ..model_prep import default_model_dir
+    from inferopt.serving.model_prep import default_model_dir
 
     return default_model_dir()

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import yaml
 
-from ..errors import CourseError
-from ..paths import ASSETS
+from inferopt.errors import CourseError
+from inferopt.paths import ASSETS
 
 SPEC_PATH = ASSETS / "monitoring" / "alerts.yaml"
 _DURATION = re.compile(r"^(\d+)(ms|s|m|h|d)$")
@@ -45,7 +45,7 @@ class _Template(string.Template):
 @lru_cache(maxsize=1)
 def load_spec() -> dict:
     """The alert templates (``assets/monitoring/alerts.yaml``), checked against their schema."""
-    from .catalog import validate
+    from inferopt.monitoring.catalog import validate
 
     spec = yaml.safe_load(SPEC_PATH.read_text(encoding="utf-8"))
     validate(spec, "alerts")
@@ -393,7 +393,7 @@ def _cli(args: argparse.Namespace) -> int:
     paths = write_rules_and_tests(args.out, slo)
     print(json.dumps({k: str(v) for k, v in paths.items()}, indent=2))
     if args.check:
-        from .promtool import check_rules, test_rules
+        from inferopt.monitoring.promtool import check_rules, test_rules
 
         for res in (check_rules(paths["rules"]), test_rules(paths["tests"])):
             print(res.output.strip())

@@ -13,8 +13,8 @@ from functools import lru_cache
 
 import yaml
 
-from ..errors import CourseError
-from ..paths import ASSETS
+from inferopt.errors import CourseError
+from inferopt.paths import ASSETS
 
 FOLDER = ASSETS / "monitoring"
 

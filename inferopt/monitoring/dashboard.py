@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..paths import ASSETS
-from .alerts import SLOs
+from inferopt.paths import ASSETS
+from inferopt.monitoring.alerts import SLOs
 
 STORED_PATH = ASSETS / "monitoring" / "grafana_dashboard.json"
 SCHEMA_VERSION = 39          # Grafana 10.x/11.x dashboard JSON schema version

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import yaml
 
-from ..paths import ASSETS
-from .catalog import promql_metric_names
-from .metrics_parse import parse_metrics
-from .promtool import check_rules, test_rules
+from inferopt.paths import ASSETS
+from inferopt.monitoring.catalog import promql_metric_names
+from inferopt.monitoring.metrics_parse import parse_metrics
+from inferopt.monitoring.promtool import check_rules, test_rules
 
 SAMPLE = ASSETS / "monitoring" / "vllm-0.32-metrics-sample.txt"
 

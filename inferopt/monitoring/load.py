@@ -15,8 +15,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from ..errors import CourseError
-from .metrics_parse import MetricsSnapshot, delta, latency_quantiles, parse_metrics
+from inferopt.errors import CourseError
+from inferopt.monitoring.metrics_parse import MetricsSnapshot, delta, latency_quantiles, parse_metrics
 
 # ~300 tokens: longer than two of the CPU engine's 128-token KV blocks, so that the prefix
 # cache (which matches whole blocks) has something to hit.

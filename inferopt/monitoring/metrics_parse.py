@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..errors import CourseError
+from inferopt.errors import CourseError
 
 Labels = tuple  # sorted ((name, value), ...)
 

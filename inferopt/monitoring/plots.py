@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from .metrics_parse import delta, histogram_quantile, kv_cache_usage, prefix_cache_hit_rate, \
+from inferopt.monitoring.metrics_parse import delta, histogram_quantile, kv_cache_usage, prefix_cache_hit_rate, \
     queue_length, running_requests
 
 

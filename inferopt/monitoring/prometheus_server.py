@@ -5,7 +5,7 @@
         prom.query_value('vllm:num_requests_running')
         prom.wait_for_alert("TTFTP95AboveSLO", state="firing", timeout_s=60)
 
-Same hygiene as :class:`inferopt.engine.VLLMServer`: its own process group, a free port on
+Same hygiene as :class:`inferopt.serving.engine.VLLMServer`: its own process group, a free port on
 127.0.0.1, a temporary folder for config, rules and the TSDB (deleted on stop), SIGTERM when
 the Python process that started it dies (PR_SET_PDEATHSIG), stopped at the end of the ``with``
 block, when a cell fails, and at interpreter exit. Clear errors when the binary is missing,
@@ -27,9 +27,9 @@ from urllib.parse import urlparse
 
 import yaml
 
-from ..errors import CourseError
-from ..managed_process import ManagedProcess, free_port, log_tail
-from .promtool import find_tool
+from inferopt.errors import CourseError
+from inferopt.serving.managed_process import ManagedProcess, free_port, log_tail
+from inferopt.monitoring.promtool import find_tool
 
 _LIVE: "weakref.WeakSet[PrometheusServer]" = weakref.WeakSet()
 
@@ -128,7 +128,7 @@ class PrometheusServer(ManagedProcess):
         self.workdir = Path(tempfile.mkdtemp(prefix="inferopt-prometheus-"))
         if self.rules is not None:
             if isinstance(self.rules, dict):
-                from .alerts import rules_yaml
+                from inferopt.monitoring.alerts import rules_yaml
 
                 (self.workdir / "rules.yml").write_text(rules_yaml(self.rules), encoding="utf-8")
             else:

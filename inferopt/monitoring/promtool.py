@@ -11,7 +11,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import CourseError
+from inferopt.errors import CourseError
 
 INSTALL_HINT = ("make setup   (or: apt-get install -y --no-install-recommends prometheus, "
                 "which gives /usr/bin/prometheus and /usr/bin/promtool and starts no daemon)")

@@ -13,10 +13,11 @@ import shlex
 
 import ipywidgets as W
 
-from .. import gpu_catalog, knowledge
-from ..decision import Diagnosis, diagnose
-from ..errors import CourseError
-from ._common import error_html, esc
+from inferopt.planning import gpu_catalog
+from inferopt.diagnosis import knowledge
+from inferopt.diagnosis.decision import Diagnosis, diagnose
+from inferopt.errors import CourseError
+from inferopt.widgets._common import error_html, esc
 
 GREY, HOT, OK_COLOR = "#b0b7bf", "#d35400", "#1e8449"
 
@@ -224,7 +225,7 @@ class DecisionWidget(W.VBox):
 
     def load_file(self, path: str) -> None:
         """Read metrics from a benchmark file into the baseline fields (errors shown in the widget)."""
-        from ..baseline_import import load_baseline
+        from inferopt.diagnosis.baseline import load_baseline
 
         try:
             metrics = load_baseline(path.strip())

@@ -1,7 +1,7 @@
 """The memory calculator as a picture and as a widget.
 
 - ``memory_figure(result)`` (pure): a plotly stacked bar per GPU (weights / KV cache / runtime
-  buffer / free), in GiB, for a :class:`~inferopt.memory.MemoryResult`.
+  buffer / free), in GiB, for a :class:`~inferopt.planning.memory.MemoryResult`.
 - ``bars_html(result)`` / ``readout_html(result)`` (pure): the same bars as HTML and the
   concurrency readout, used inside the widget (plain HTML: nothing to install, updates at once).
 - ``MemoryWidget``: model, weight format, KV dtype, TP, GPU, utilization, context length, runtime
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import ipywidgets as W
 
-from ..errors import CourseError
-from ..memory import (DEFAULT_RUNTIME_BUFFER_GIB, KV_DTYPES, WEIGHT_FORMATS, MemoryResult, calculate,
+from inferopt.errors import CourseError
+from inferopt.planning.memory import (DEFAULT_RUNTIME_BUFFER_GIB, KV_DTYPES, WEIGHT_FORMATS, MemoryResult, calculate,
                       gpu_names)
-from ..model_specs import model_names
-from ._common import error_html, esc
+from inferopt.planning.model_specs import model_names
+from inferopt.widgets._common import error_html, esc
 
 COLORS = {"weights": "#2e86c1", "KV cache": "#28b463", "runtime buffer": "#f39c12", "free": "#d5d8dc"}
 

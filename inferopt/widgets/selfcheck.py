@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 
 import ipywidgets as W
 
-from .. import knowledge
-from ..decision import diagnose
-from ..errors import CourseError
-from ._common import error_html, esc
+from inferopt.diagnosis import knowledge
+from inferopt.diagnosis.decision import diagnose
+from inferopt.errors import CourseError
+from inferopt.widgets._common import error_html, esc
 
 
 @dataclass

@@ -10,9 +10,9 @@ import shlex
 
 import ipywidgets as W
 
-from .. import knowledge
-from ..errors import CourseError
-from ._common import error_html, esc
+from inferopt.diagnosis import knowledge
+from inferopt.errors import CourseError
+from inferopt.widgets._common import error_html, esc
 
 COLUMNS = [("name", "Technique"), ("solves", "What it solves"), ("cost", "What it costs"),
            ("cost_level", "Cost"), ("module", "Covered in"), ("flags", "vLLM 0.32 flags"),

