@@ -28,10 +28,10 @@ from pathlib import Path
 
 import yaml
 
+from inferopt import assets
 from inferopt.errors import CourseError
-from inferopt.paths import ASSETS
 
-SPEC_PATH = ASSETS / "monitoring" / "alerts.yaml"
+SPEC_NAME = "monitoring/alerts.yaml"
 _DURATION = re.compile(r"^(\d+)(ms|s|m|h|d)$")
 _UNIT_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -42,14 +42,9 @@ class _Template(string.Template):
     pattern = r"\$(?:(?P<escaped>(?!))|\{(?P<braced>[_a-z][_a-z0-9]*)\}|(?P<named>(?!))|(?P<invalid>(?!)))"
 
 
-@lru_cache(maxsize=1)
 def load_spec() -> dict:
     """The alert templates (``assets/monitoring/alerts.yaml``), checked against their schema."""
-    from inferopt.monitoring.catalog import validate
-
-    spec = yaml.safe_load(SPEC_PATH.read_text(encoding="utf-8"))
-    validate(spec, "alerts")
-    return spec
+    return assets.load(SPEC_NAME)
 
 
 def duration_seconds(text: str) -> float:

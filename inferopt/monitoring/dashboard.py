@@ -15,10 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 
-from inferopt.paths import ASSETS
+from inferopt import assets
 from inferopt.monitoring.alerts import SLOs
+from inferopt.paths import ASSETS
 
-STORED_PATH = ASSETS / "monitoring" / "grafana_dashboard.json"
+STORED_NAME = "monitoring/grafana_dashboard.json"
+STORED_PATH = ASSETS / STORED_NAME          # where --write puts it; read it with stored_json()
 SCHEMA_VERSION = 39          # Grafana 10.x/11.x dashboard JSON schema version
 DS = {"type": "prometheus", "uid": "${DS_PROMETHEUS}"}
 SEL = 'job="$job",instance=~"$instance"'
@@ -134,6 +136,11 @@ def dashboard_json(slo: SLOs | None = None) -> str:
     return json.dumps(build_dashboard(slo), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
+def stored_json() -> str:
+    """The stored copy's text (``assets/monitoring/grafana_dashboard.json``), read through :mod:`inferopt.assets`."""
+    return assets.text(STORED_NAME)
+
+
 def queries(dashboard: dict) -> list:
     """Every PromQL expression in the dashboard: panel targets and query variables."""
     out = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
@@ -157,7 +164,7 @@ def resolve_variables(expr: str, job: str = "vllm") -> str:
 def add_subcommand(subparsers) -> None:
     p = subparsers.add_parser("dashboard", help="print or write the Grafana dashboard JSON (service layer)",
                               description=__doc__)
-    p.add_argument("--write", action="store_true", help=f"write {STORED_PATH.relative_to(ASSETS.parent)}")
+    p.add_argument("--write", action="store_true", help=f"write assets/{STORED_NAME}")
     p.set_defaults(func=_cli)
 
 
@@ -165,6 +172,7 @@ def _cli(args: argparse.Namespace) -> int:
     text = dashboard_json()
     if args.write:
         STORED_PATH.write_text(text, encoding="utf-8")
+        assets.clear_cache()
         print(f"wrote {STORED_PATH}")
     else:
         print(text, end="")

@@ -19,22 +19,18 @@ memory in GiB (2^30 B) or GB (10^9 B) as the names say.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import jsonschema
-import yaml
-
-from inferopt.planning import capacity as cap
+from inferopt import assets
 from inferopt.errors import CourseError
+from inferopt.planning import capacity as cap
 from inferopt.planning.memory import GB, GiB, MemoryResult, calculate, kv_bytes_per_request, kv_bytes_per_token
 from inferopt.planning.model_specs import load_spec
-from inferopt.paths import ASSETS
-
-SCENARIOS_DIR = ASSETS / "scenarios"
 
 _pos = {"type": "number", "exclusiveMinimum": 0}
 _posint = {"type": "integer", "minimum": 1}
@@ -81,25 +77,21 @@ SCENARIO_SCHEMA = {
 }
 
 
+SCHEMA_LABEL = "inferopt.planning.planner.SCENARIO_SCHEMA; assets/scenarios/llama3-70b-chat.yaml is a complete example"
+
+
 def scenario_names() -> list[str]:
-    return sorted(p.stem for p in SCENARIOS_DIR.glob("*.yaml"))
+    return [Path(n).stem for n in assets.names("scenarios", ".yaml")]
 
 
 def load_scenario(name_or_path="llama3-70b-chat") -> dict:
-    """Read and validate a requirements file (a name in assets/scenarios/ or a YAML path)."""
-    p = Path(str(name_or_path))
-    if not p.is_file():
-        p = SCENARIOS_DIR / f"{name_or_path}.yaml"
-    if not p.is_file():
-        raise CourseError(f"no scenario {name_or_path!r}: give a YAML path or one of {', '.join(scenario_names())}.")
-    data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    try:
-        jsonschema.validate(data, SCENARIO_SCHEMA)
-    except jsonschema.ValidationError as exc:
-        where = "/".join(str(x) for x in exc.absolute_path) or "(top level)"
-        raise CourseError(f"{p.name}: {where}: {exc.message}. Fix that field (see assets/scenarios/"
-                          f"llama3-70b-chat.yaml for a complete example).") from None
-    return data
+    """Read and validate a requirements file (a name in assets/scenarios/ or a YAML path); a copy
+    the caller may change."""
+    if Path(str(name_or_path)).is_file():
+        return copy.deepcopy(assets.load_file(name_or_path, SCENARIO_SCHEMA, SCHEMA_LABEL))
+    if str(name_or_path) in scenario_names():
+        return copy.deepcopy(assets.load(f"scenarios/{name_or_path}.yaml", SCENARIO_SCHEMA, SCHEMA_LABEL))
+    raise CourseError(f"no scenario {name_or_path!r}: give a YAML path or one of {', '.join(scenario_names())}.")
 
 
 @dataclass
