@@ -125,7 +125,22 @@ def validate(data, schema: dict, where: str, schema_label: str = "") -> None:
         e = errors[0]
         field = "/".join(str(x) for x in e.absolute_path) or "(top level)"
         hint = f" (schema: {schema_label})" if schema_label else ""
-        raise CourseError(f"{where}, field {field}: {e.message}; fix the file{hint}")
+        raise CourseError(f"{where}, field {field}: {_short_message(e)}; fix the file{hint}")
+
+
+def _short_message(e) -> str:
+    """jsonschema's message with a long value (a whole list or mapping) replaced by a summary."""
+    msg, shown = e.message, repr(e.instance)
+    if len(shown) <= 80 or shown not in msg:
+        return msg
+    if isinstance(e.instance, list):
+        summary = f"a list of {len(e.instance)} item(s)"
+    elif isinstance(e.instance, dict):
+        keys = ", ".join(map(str, list(e.instance)[:5]))
+        summary = f"a mapping with {len(e.instance)} key(s) ({keys}{', ...' if len(e.instance) > 5 else ''})"
+    else:
+        summary = shown[:60] + "..."
+    return msg.replace(shown, summary)
 
 
 @lru_cache(maxsize=None)
