@@ -25,7 +25,7 @@ schema can express (cross-references between files) run them on what :func:`load
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from inferopt.errors import CourseError
@@ -68,7 +68,7 @@ def schema_path(name: str) -> Path | None:
     return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _schema_file(p: Path) -> dict:
     return _parse(p)
 
@@ -88,7 +88,8 @@ def _text(p: Path) -> str:
     try:
         return p.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise CourseError(f"{label(p)} is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
+        raise CourseError(f"{label(p)} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                          "save it as UTF-8") from None
     except OSError as exc:
         raise CourseError(f"{label(p)} cannot be read ({exc.strerror}); check the path and its permissions") from None
 
@@ -143,7 +144,7 @@ def _short_message(e) -> str:
     return msg.replace(shown, summary)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load_asset(name: str, schema_key, schema_label: str):
     p = path(name)
     if p.suffix not in DATA_SUFFIXES:

@@ -81,7 +81,8 @@ def test_a_schema_kept_in_code(tmp_assets):
 def test_bad_yaml_names_the_file_and_the_line(tmp_assets):
     p = tmp_assets / "techniques.yaml"
     p.write_text(p.read_text(encoding="utf-8") + "broken: [1, 2\n", encoding="utf-8")
-    with pytest.raises(CourseError, match=r"assets/techniques\.yaml is not valid YAML \(line \d+, column \d+: .*fix the file"):
+    with pytest.raises(CourseError,
+                       match=r"assets/techniques\.yaml is not valid YAML \(line \d+, column \d+: .*fix the file"):
         knowledge.techniques()
 
 
@@ -123,7 +124,8 @@ def test_load_file_outside_assets_rereads_an_edited_file(tmp_path):
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
     assert assets.load_file(p, schema) == {"a": 1}
     p.write_text("a: two\n")
-    with pytest.raises(CourseError, match=r"s\.yaml, field a: 'two' is not of type 'integer'; fix the file \(schema: S\)"):
+    with pytest.raises(CourseError,
+                       match=r"s\.yaml, field a: 'two' is not of type 'integer'; fix the file \(schema: S\)"):
         assets.load_file(p, schema, "S")
     with pytest.raises(CourseError, match="no such file"):
         assets.load_file(tmp_path / "absent.yaml")

@@ -40,7 +40,8 @@ def test_parse_query():
     assert gpu.parse_query(H100_X2) == [{"name": "NVIDIA H100 80GB HBM3", "memory_gib": 79.6}] * 2
     assert gpu.parse_query("") == []
     assert gpu.parse_query("No devices were found\n") == []
-    assert gpu.parse_query("NVIDIA A100-SXM4-40GB, [N/A]\nTesla T4, 15360\n") == [{"name": "Tesla T4", "memory_gib": 15.0}]
+    assert gpu.parse_query("NVIDIA A100-SXM4-40GB, [N/A]\nTesla T4, 15360\n") == \
+        [{"name": "Tesla T4", "memory_gib": 15.0}]
 
 
 def test_a_machine_without_nvidia_smi_is_cpu(fresh_probe, tmp_path, monkeypatch):

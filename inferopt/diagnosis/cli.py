@@ -7,9 +7,15 @@ names) and ``decision`` do not import each other.
 """
 from __future__ import annotations
 
-from inferopt.diagnosis.decision import (METRIC_FIELDS, SLO_FIELDS, WORKLOAD_FIELDS, diagnose, format_text,
-                                         time_diagnosis)
 from inferopt.diagnosis.baseline import load_baseline
+from inferopt.diagnosis.decision import (
+    METRIC_FIELDS,
+    SLO_FIELDS,
+    WORKLOAD_FIELDS,
+    diagnose,
+    format_text,
+    time_diagnosis,
+)
 from inferopt.errors import CourseError
 
 
@@ -58,7 +64,8 @@ def _read_file(path: str) -> dict:
         raise CourseError(f"--input {path}: expected a mapping with metrics, slos, workload, techniques_on")
     unknown = set(data) - {"metrics", "slos", "workload", "techniques_on"}
     if unknown:
-        raise CourseError(f"--input {path}: unknown top-level key(s) {sorted(unknown)}; use metrics, slos, workload, techniques_on")
+        raise CourseError(f"--input {path}: unknown top-level key(s) {sorted(unknown)}; "
+                          "use metrics, slos, workload, techniques_on")
     return data
 
 

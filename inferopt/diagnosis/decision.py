@@ -51,8 +51,8 @@ known fields and drops the rest (and None values).
 Bad input (unknown field or technique, negative or missing value, a percentage where a fraction
 is due, an SLO that looks like seconds) raises CourseError naming the field.
 
-CLI (:mod:`inferopt.diagnosis.cli`): ``python -m inferopt diagnose --ttft-p95-ms 1800 --tpot-p95-ms 30 --slo-ttft-p95-ms 500
---slo-tpot-p95-ms 50 --shared-prefix-frac 0.7 --json`` (or ``--input FILE`` / ``--baseline
+CLI (:mod:`inferopt.diagnosis.cli`): ``python -m inferopt diagnose --ttft-p95-ms 1800 --tpot-p95-ms 30
+--slo-ttft-p95-ms 500 --slo-tpot-p95-ms 50 --shared-prefix-frac 0.7 --json`` (or ``--input FILE`` / ``--baseline
 profile_export_aiperf.json``); ``python -m inferopt diagnose --bench`` times the engine.
 """
 from __future__ import annotations
@@ -165,7 +165,7 @@ class Baseline:
     preemptions: float | None = None
 
     @classmethod
-    def from_dict(cls, d) -> "Baseline":
+    def from_dict(cls, d) -> Baseline:
         d = _as_dict("metrics", d)
         vals = {}
         for k, v in d.items():
@@ -197,7 +197,7 @@ class SLOs:
     throughput_tok_s: float | None = None
 
     @classmethod
-    def from_dict(cls, d) -> "SLOs":
+    def from_dict(cls, d) -> SLOs:
         d = _as_dict("slos", d)
         vals = {}
         for k, v in d.items():
@@ -233,7 +233,7 @@ class Workload:
     draft_model: str | None = None
 
     @classmethod
-    def from_dict(cls, d) -> "Workload":
+    def from_dict(cls, d) -> Workload:
         d = _as_dict("workload", d)
         vals = {}
         for k, v in d.items():
@@ -291,7 +291,8 @@ def _data():
 
 def _facts(b: Baseline, w: Workload, thresholds: dict, on=()) -> dict:
     gpu = knowledge.gpu_info(w.gpu_type) if w.gpu_type else None
-    gpu_mem = w.gpu_memory_gib if w.gpu_memory_gib is not None else (gpu["memory_gib"] if gpu and gpu["memory_gib"] else None)
+    gpu_mem = w.gpu_memory_gib if w.gpu_memory_gib is not None else (
+        gpu["memory_gib"] if gpu and gpu["memory_gib"] else None)
     cc = gpu["compute_capability"] if gpu else None
     needs = knowledge.load("techniques")["hardware_needs"]
     weights_fit = None
@@ -318,7 +319,8 @@ def _facts(b: Baseline, w: Workload, thresholds: dict, on=()) -> dict:
 def _clause_holds(c: dict, facts: dict, thresholds: dict):
     """(holds, text) for one clause; an unknown fact (None) never holds."""
     if c["fact"] not in facts:
-        raise CourseError(f"assets/decision_tree.yaml: unknown fact {c['fact']!r}; known facts: {', '.join(sorted(facts))}")
+        raise CourseError(f"assets/decision_tree.yaml: unknown fact {c['fact']!r}; "
+                          f"known facts: {', '.join(sorted(facts))}")
     have = facts[c["fact"]]
     want = c["value"]
     label = f"{c['fact']} {c['op']} {str(want).lower() if isinstance(want, bool) else want}"
@@ -351,7 +353,8 @@ def _metric_checks(b: Baseline, s: SLOs, tail_ratio: float) -> list:
     for k in ("ttft_p95_ms", "tpot_p95_ms"):
         v = getattr(b, k)
         if v is not None and v > getattr(s, k):
-            out.append({"metric": k, "value": v, "slo": getattr(s, k), "ratio": v / getattr(s, k), "branch": METRIC_BRANCH[k]})
+            out.append({"metric": k, "value": v, "slo": getattr(s, k), "ratio": v / getattr(s, k),
+                        "branch": METRIC_BRANCH[k]})
     if s.throughput_tok_s is not None and b.throughput_tok_s is not None and b.throughput_tok_s < s.throughput_tok_s:
         ratio = s.throughput_tok_s / b.throughput_tok_s if b.throughput_tok_s > 0 else float("inf")
         out.append({"metric": "throughput_tok_s", "value": b.throughput_tok_s, "slo": s.throughput_tok_s,
@@ -426,7 +429,7 @@ def diagnose(metrics, slos, workload=None, techniques_on=None) -> Diagnosis:
         worst = max(failing, key=lambda f: float("inf") if f["ratio"] is None else f["ratio"])["metric"]
 
     if not failing:
-        return Diagnosis(None, None, None, [], [], ["baseline"], [], [], [], [], [], [], 
+        return Diagnosis(None, None, None, [], [], ["baseline"], [], [], [], [], [], [],
                          _conflicts(pitfalls, on, set(), facts, thresholds, techs), [], [],
                          "All SLOs are met: stop optimizing here, keep monitoring, and re-run the "
                          "benchmark when traffic or the model changes.", sorted(on_list))
@@ -453,7 +456,8 @@ def diagnose(metrics, slos, workload=None, techniques_on=None) -> Diagnosis:
             if not t_ok:
                 unknown = any("not given" in x for x in t_why)
                 skipped.append({"id": tid, "condition": cond["id"],
-                                "reason": t.get("unless", "condition not met") + (" (the needed trait was not given)" if unknown else "")})
+                                "reason": t.get("unless", "condition not met")
+                                + (" (the needed trait was not given)" if unknown else "")})
                 continue
             if tid in on:
                 already.append({"id": tid, "condition": cond["id"],

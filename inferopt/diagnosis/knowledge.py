@@ -20,7 +20,7 @@ a file. Bad data raises :class:`~inferopt.errors.CourseError` naming the file an
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 from inferopt import assets
 from inferopt.errors import CourseError
@@ -41,7 +41,7 @@ def validate(name: str, data) -> None:
     assets.validate(data, schema(name), f"assets/{name}.yaml", f"assets/schemas/{name}.schema.json")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load_checked(name: str):
     if name not in NAMES:
         raise CourseError(f"unknown knowledge file {name!r}; choose one of {', '.join(NAMES)}")
@@ -83,7 +83,7 @@ class Technique:
     hardware: str
 
 
-@lru_cache(maxsize=None)
+@cache
 def technique_index() -> dict:
     """{technique id: Technique} in the order of techniques.yaml."""
     out = {}
@@ -145,7 +145,7 @@ def gpu_info(gpu_type: str | None) -> dict | None:
     return gpu_catalog.gpu_class(gpu_type, field="workload.gpu_type")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _check_cross_references() -> bool:
     ids = set(technique_index())
     tree = _load_checked("decision_tree")

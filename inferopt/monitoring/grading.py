@@ -72,8 +72,10 @@ def check_rule_and_test(rule: dict, test: dict) -> list:
         never = dict(copy.deepcopy(rule), expr="vector(1) < 0")
         _, r1 = _run(never, test, folder)
         if r1.ok:
-            problems.append("your test also passes for a rule that never fires: expect the alert on the breaking series")
-        always = dict(copy.deepcopy(rule), expr=re.sub(r"\s*(>|<|>=|<=|==|!=)\s*[0-9.e+-]+\s*$", "", rule["expr"]) + " >= 0")
+            problems.append("your test also passes for a rule that never fires: "
+                            "expect the alert on the breaking series")
+        unthresholded = re.sub(r"\s*(>|<|>=|<=|==|!=)\s*[0-9.e+-]+\s*$", "", rule["expr"])
+        always = dict(copy.deepcopy(rule), expr=unthresholded + " >= 0")
         _, r2 = _run(always, test, folder)
         if r2.ok:
             problems.append("your test also passes for a rule that always fires: add a series that must stay quiet")

