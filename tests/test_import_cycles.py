@@ -171,3 +171,37 @@ def test_the_walker_finds_a_cycle_through_a_package_init(tmp_path):
 def test_no_cycle_without_one(tmp_path):
     pkg = _write(tmp_path / "toy", {"__init__.py": "", "a.py": "import toy.b\n", "b.py": "import os\n"})
     assert find_cycles(import_graph(pkg, "toy")) == []
+
+
+# ---------------------------------------------------------------- layers (CONTRIBUTING.md, "layer by layer")
+LAYERS = ["base", "engines", "live parts", "views", "commands"]
+
+
+def layer_of(module: str) -> str:
+    """The layer of an inferopt module, as CONTRIBUTING.md's table lists them."""
+    name = module.removeprefix("inferopt").lstrip(".")
+    leaf = name.rpartition(".")[2]
+    if name in ("", "errors", "paths", "assets"):
+        return "base"
+    if name.startswith(("planning", "diagnosis")) and leaf != "cli":
+        return "engines"
+    if name.startswith(("serving", "bench", "monitoring")) and leaf not in ("plots", "cli"):
+        return "live parts"
+    if name.startswith("widgets") or leaf == "plots" or name in ("course_map", "nbtools"):
+        return "views"
+    return "commands"
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    rank = {name: i for i, name in enumerate(LAYERS)}
+    return [f"{m} ({layer_of(m)}) imports {t} ({layer_of(t)})" for m, targets in sorted(graph.items())
+            for t in sorted(targets) if rank[layer_of(t)] > rank[layer_of(m)]]
+
+
+def test_each_layer_imports_only_the_layers_below_it():
+    graph = import_graph(REPO_ROOT / "inferopt", "inferopt")
+    assert {layer_of(m) for m in graph} == set(LAYERS)
+    assert layer_violations(graph) == [], "\n".join(layer_violations(graph))
+    # the check fails on an engine that reaches up into the live engine
+    bad = {**graph, "inferopt.planning.memory": graph["inferopt.planning.memory"] | {"inferopt.serving.engine"}}
+    assert layer_violations(bad) == ["inferopt.planning.memory (engines) imports inferopt.serving.engine (live parts)"]
