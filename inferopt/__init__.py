@@ -1,8 +1,9 @@
 """inferopt: the shared package behind the course notebooks.
 
-Modules hold one thing each (see README "Where things live"):
-paths, envcheck, model_prep, engine (the live vLLM server), nbtools (lab generation,
-notebook cleaning) and the chapter engines (decision, memory, planner, bench, monitoring).
+Modules hold one thing each, in layers (CONTRIBUTING.md, "The package, layer by layer"):
+``errors``, ``paths`` and ``assets`` (the one loader for ``assets/``) at the base; the engines in
+``planning/`` and ``diagnosis/``; the live parts in ``serving/`` (vLLM engine, GPU probe),
+``bench/`` and ``monitoring/``; the views in ``widgets/``; the commands (``python -m inferopt``).
 Importing the package sets plotly's default renderer to the mime-type renderer so that a
 notebook saved from JupyterLab stores figure JSON (no HTML with random ids) and nbval can
 compare it.

@@ -98,7 +98,8 @@ def clean(nb: dict) -> dict:
         cell["source"] = _source(cell)
         for out in cell.get("outputs", []):
             out.get("metadata", {}).pop("execution", None)
-            if "metadata" in out and not out["metadata"] and out.get("output_type") in ("display_data", "execute_result"):
+            if ("metadata" in out and not out["metadata"]
+                    and out.get("output_type") in ("display_data", "execute_result")):
                 out["metadata"] = {}
     return nb
 
@@ -202,7 +203,7 @@ def unsynced_pairs(paths=None) -> list[str]:
         a = _cells_for_compare(jupytext.read(path))
         b = _cells_for_compare(jupytext.read(md, fmt="md:myst"))
         if a != b:
-            n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            n = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
             problems.append(f"{rel} and {md.name} differ (first at cell {n}; {len(a)} vs {len(b)} cells); "
                             f"fix: {FIX_SYNC.format(nb=rel)}")
     for md in [] if paths else sorted(list(CHAPTERS.glob("*.md")) + list(SOLUTIONS.glob("*.md"))):

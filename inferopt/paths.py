@@ -43,10 +43,3 @@ def servers_dir() -> Path:
     p.mkdir(parents=True, exist_ok=True)
     return p
 
-
-def asset(name: str) -> Path:
-    """Path of a file in ``assets/`` (raises FileNotFoundError naming the folder if absent)."""
-    p = ASSETS / name
-    if not p.exists():
-        raise FileNotFoundError(f"assets/{name} does not exist (looked in {ASSETS})")
-    return p

@@ -1,6 +1,6 @@
 """The metric-name glossary: complete rows, and our names are keys the summaries really have."""
 from inferopt.bench.glossary import glossary, markdown
-from inferopt.bench.metrics import RequestRecord, SLO, summarize
+from inferopt.bench.metrics import SLO, RequestRecord, summarize
 
 
 def test_every_row_names_a_summary_key():

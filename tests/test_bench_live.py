@@ -1,7 +1,6 @@
 """The course's load generator on the live CPU engine: exact lengths, saved results, open loop,
 and agreement with vLLM's own `vllm bench serve` on the same server (median TTFT and TPOT within
 10%). Runs are interleaved (ours, vLLM's, ours, vLLM's) so drift on a shared machine hits both."""
-import statistics
 
 import pytest
 

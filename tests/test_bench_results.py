@@ -5,8 +5,15 @@ from pathlib import Path
 import pytest
 
 from inferopt.bench.metrics import RequestRecord
-from inferopt.bench.results import (ResultWriter, import_aiperf_records, import_any, import_genai_perf,
-                                    import_vllm_bench, read_jsonl, records_from_lines)
+from inferopt.bench.results import (
+    ResultWriter,
+    import_aiperf_records,
+    import_any,
+    import_genai_perf,
+    import_vllm_bench,
+    read_jsonl,
+    records_from_lines,
+)
 from inferopt.errors import CourseError
 
 DATA = Path(__file__).parent / "data"

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from inferopt.planning import capacity
 from inferopt.errors import CourseError
 from inferopt.paths import REPO_ROOT
+from inferopt.planning import capacity
 
 
 def test_seed_6_3_six_instances_48_gpus():

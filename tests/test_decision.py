@@ -4,8 +4,14 @@ import json
 import pytest
 
 from inferopt.diagnosis.baseline import from_bench_records, from_profile_export, load_baseline
-from inferopt.diagnosis.decision import (Baseline, conflicts_for, default_techniques_on, diagnose, metrics_from_summary,
-                               time_diagnosis)
+from inferopt.diagnosis.decision import (
+    Baseline,
+    conflicts_for,
+    default_techniques_on,
+    diagnose,
+    metrics_from_summary,
+    time_diagnosis,
+)
 from inferopt.errors import CourseError
 
 SLO = {"ttft_p95_ms": 500, "tpot_p95_ms": 50}
@@ -191,7 +197,8 @@ def ids(conflicts):
 
 def test_3_1_spec_plus_quantization():
     draft = {"draft_model": "llama-68m"}
-    assert ids(conflicts_for(["speculative_decoding", "int4_awq_marlin"], {"gpu_type": "A100", **draft})) == ["spec_quant"]
+    on = ["speculative_decoding", "int4_awq_marlin"]
+    assert ids(conflicts_for(on, {"gpu_type": "A100", **draft})) == ["spec_quant"]
     assert ids(conflicts_for(["speculative_decoding", "fp8"], draft)) == ["spec_quant"]
     assert ids(conflicts_for(["speculative_decoding"], draft)) == []
     assert ids(conflicts_for(["speculative_decoding", "fp8"])) == []  # n-gram: no draft weights
@@ -206,7 +213,8 @@ def test_3_2_spec_at_high_concurrency():
 
 
 def test_3_3_int4_small_batch_without_marlin():
-    assert ids(conflicts_for(["int4_awq_marlin"], {"gpu_type": "T4", "concurrency": 1})) == ["int4_small_batch_no_marlin"]
+    assert ids(conflicts_for(["int4_awq_marlin"], {"gpu_type": "T4", "concurrency": 1})) == \
+        ["int4_small_batch_no_marlin"]
     assert ids(conflicts_for(["int4_awq_marlin"], {"gpu_type": "A100", "concurrency": 1})) == []
     assert ids(conflicts_for(["int4_awq_marlin"], {"gpu_type": "T4", "concurrency": 64})) == []
 
@@ -244,7 +252,8 @@ def test_default_techniques_on_are_vllms_defaults():
 
 
 def test_next_step_is_one_change_then_measure_again():
-    d = dx({"ttft_p95_ms": 2000, "tpot_p95_ms": 30}, {"prompt_tokens": 8000, "shared_prefix_frac": 0.8, "gpu_type": "H100"})
+    d = dx({"ttft_p95_ms": 2000, "tpot_p95_ms": 30},
+           {"prompt_tokens": 8000, "shared_prefix_frac": 0.8, "gpu_type": "H100"})
     assert d.techniques == ["chunked_prefill", "prefix_cache", "fp8"]  # low cost before medium
     assert d.next_step.startswith("Apply one change: Chunked prefill")
     assert "benchmark again" in d.next_step
@@ -255,12 +264,14 @@ def test_next_step_is_one_change_then_measure_again():
     ({"ttft_p95_ms": -1, "tpot_p95_ms": 30}, SLO, None, [], r"metrics\.ttft_p95_ms: -1.* negative"),
     ({"tpot_p95_ms": 30}, SLO, None, [], r"metrics\.ttft_p95_ms: missing"),
     ({"ttft_p95_ms": 100, "tpot_p95_ms": 30, "gpu_util": 85}, SLO, None, [], r"metrics\.gpu_util: .*fraction"),
-    ({"ttft_p95_s": 1.0, "tpot_p95_ms": 30}, SLO, None, [], r"metrics\.ttft_p95_s: unknown field \(give it in milliseconds"),
+    ({"ttft_p95_s": 1.0, "tpot_p95_ms": 30}, SLO, None, [],
+     r"metrics\.ttft_p95_s: unknown field \(give it in milliseconds"),
     ({"ttft_p95_ms": "fast", "tpot_p95_ms": 30}, SLO, None, [], r"metrics\.ttft_p95_ms: 'fast' is not a number"),
     ({"ttft_p95_ms": float("nan"), "tpot_p95_ms": 30}, SLO, None, [], r"metrics\.ttft_p95_ms: nan"),
     ({"oom": "yes"}, SLO, None, [], r"metrics\.oom"),
     (OK, {"ttft_p95_ms": 0.5, "tpot_p95_ms": 50}, None, [], r"slos\.ttft_p95_ms: 0\.5 ms looks like seconds"),
-    (OK, {"ttft_p95_s": 0.5, "tpot_p95_ms": 50}, None, [], r"slos\.ttft_p95_s: unknown field \(give it in milliseconds as ttft_p95_ms\)"),
+    (OK, {"ttft_p95_s": 0.5, "tpot_p95_ms": 50}, None, [],
+     r"slos\.ttft_p95_s: unknown field \(give it in milliseconds as ttft_p95_ms\)"),
     (OK, {"ttft_p95_ms": 500}, None, [], r"slos\.tpot_p95_ms: missing"),
     (OK, {"ttft_p95_ms": 500, "tpot_p95_ms": 0}, None, [], r"slos\.tpot_p95_ms: 0"),
     (OK, SLO, {"shared_prefix_frac": 70}, [], r"workload\.shared_prefix_frac"),
@@ -316,7 +327,8 @@ def test_profile_export_converts_seconds_and_rejects_odd_units():
                                           "inter_token_latency": {"unit": "us", "p95": 35000}}})
     assert m == {"ttft_p95_ms": 800.0, "tpot_p95_ms": 35.0}
     with pytest.raises(CourseError, match=r"time_to_first_token\.unit"):
-        from_profile_export({"time_to_first_token": {"unit": "furlongs", "p95": 1}, "inter_token_latency": {"unit": "ms", "p95": 1}})
+        from_profile_export({"time_to_first_token": {"unit": "furlongs", "p95": 1},
+                             "inter_token_latency": {"unit": "ms", "p95": 1}})
     with pytest.raises(CourseError, match="inter_token_latency.p95"):
         from_profile_export({"time_to_first_token": {"unit": "ms", "p95": 1}})
 
@@ -331,7 +343,8 @@ def test_bench_json_lines_pick_the_labelled_or_last_run(tmp_path):
     assert load_baseline(p, label="baseline") == {"ttft_p95_ms": 900, "tpot_p95_ms": 30}
     assert load_baseline(p, label="sweep") == {"ttft_p95_ms": 700, "tpot_p95_ms": 40}
     # per-request lines of inferopt.bench.results are not summaries
-    assert from_bench_records(recs + [{"type": "request", "run": "sweep", "ttft_p95_ms": 1}], "sweep")["ttft_p95_ms"] == 700
+    other = {"type": "request", "run": "sweep", "ttft_p95_ms": 1}
+    assert from_bench_records(recs + [other], "sweep")["ttft_p95_ms"] == 700
     with pytest.raises(CourseError, match="label 'nope'"):
         from_bench_records(recs, label="nope")
     q = tmp_path / "profile_export_aiperf.json"

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from inferopt.diagnosis import decision
+from inferopt.diagnosis import cli as decision_cli
 from inferopt.errors import CourseError
 from inferopt.paths import REPO_ROOT
 
@@ -16,7 +16,7 @@ BASE = ["--slo-ttft-p95-ms", "500", "--slo-tpot-p95-ms", "50"]
 def run(argv, capsys):
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="command", required=True)
-    decision.add_subcommand(sub)
+    decision_cli.add_subcommand(sub)
     args = ap.parse_args(["diagnose", *argv])
     rc = args.func(args)
     return rc, capsys.readouterr().out
@@ -61,18 +61,21 @@ def test_baseline_from_an_aiperf_export(tmp_path, capsys):
     f = tmp_path / "profile_export_aiperf.json"
     f.write_text(json.dumps({"time_to_first_token": {"unit": "ms", "p95": 700.0, "p99": 900.0},
                              "inter_token_latency": {"unit": "ms", "p95": 20.0, "p99": 30.0}}))
-    d = json.loads(run(["--baseline", str(f), *BASE, "--shared-prefix-frac", "0.5", "--on", "none", "--json"], capsys)[1])
+    argv = ["--baseline", str(f), *BASE, "--shared-prefix-frac", "0.5", "--on", "none", "--json"]
+    d = json.loads(run(argv, capsys)[1])
     assert d["branch"] == "A" and d["failing"][0]["value"] == 700.0
 
 
 def test_text_output_is_readable(capsys):
-    rc, out = run(["--ttft-p95-ms", "1800", "--tpot-p95-ms", "30", *BASE, "--shared-prefix-frac", "0.7", "--on", "none"], capsys)
+    rc, out = run(["--ttft-p95-ms", "1800", "--tpot-p95-ms", "30", *BASE, "--shared-prefix-frac", "0.7",
+                   "--on", "none"], capsys)
     assert "branch: [A]" in out and "try prefix_cache" in out and out.rstrip().splitlines()[-1].startswith("next:")
 
 
 def test_bad_input_is_a_course_error(tmp_path, capsys):
     with pytest.raises(CourseError, match=r"slos\.ttft_p95_ms: 0\.5 ms looks like seconds"):
-        run(["--ttft-p95-ms", "1800", "--tpot-p95-ms", "30", "--slo-ttft-p95-ms", "0.5", "--slo-tpot-p95-ms", "50"], capsys)
+        run(["--ttft-p95-ms", "1800", "--tpot-p95-ms", "30", "--slo-ttft-p95-ms", "0.5",
+             "--slo-tpot-p95-ms", "50"], capsys)
     f = tmp_path / "bad.json"
     f.write_text('{"metrics": {}, "slo": {}}')
     with pytest.raises(CourseError, match=r"unknown top-level key\(s\) \['slo'\]"):
@@ -93,5 +96,6 @@ def test_the_real_command_line():
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["techniques"] == ["speculative_decoding"]
-    r = subprocess.run(cmd[:-3] + ["--on", "flux_capacitor"], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    r = subprocess.run(cmd[:-3] + ["--on", "flux_capacitor"], capture_output=True, text=True, cwd=REPO_ROOT,
+                       timeout=120)
     assert r.returncode == 2 and "unknown technique 'flux_capacitor'" in r.stderr and "Traceback" not in r.stderr

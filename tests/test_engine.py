@@ -10,14 +10,13 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import psutil
 import pytest
 
-from inferopt.serving.engine import VLLMServer, parse_startup_log, port_is_free
 from inferopt.errors import CourseError
 from inferopt.paths import REPO_ROOT, servers_dir
+from inferopt.serving.engine import VLLMServer, parse_startup_log, port_is_free
 
 
 def _group_alive(pgid: int) -> bool:
@@ -127,11 +126,11 @@ def test_bad_sizes_are_refused_with_the_fix():
 def test_no_engine_installed_names_the_requirements_file():
     # a Python without vLLM (the machine's base interpreter), importing this package from source
     base = getattr(sys, "_base_executable", None) or "/usr/bin/python3"
-    code = ("import sys; sys.path.insert(0, %r)\n"
+    code = (f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r})\n"
             "import importlib.util; assert importlib.util.find_spec('vllm') is None, 'base python has vllm'\n"
             "from inferopt.serving.engine import require_engine\n"
             "from inferopt.errors import CourseError\n"
-            "try:\n    require_engine('cpu')\nexcept CourseError as e:\n    print(e)\n") % str(REPO_ROOT)
+            "try:\n    require_engine('cpu')\nexcept CourseError as e:\n    print(e)\n")
     out = subprocess.run([base, "-c", code], capture_output=True, text=True, timeout=60)
     assert "requirements-cpu.txt" in out.stdout, out.stdout + out.stderr
 

@@ -3,9 +3,9 @@ import copy
 
 import pytest
 
-from inferopt.planning import gpu_catalog, memory
 from inferopt.diagnosis import knowledge
 from inferopt.errors import CourseError
+from inferopt.planning import gpu_catalog, memory
 
 # CUDA compute capabilities per architecture (major.minor); Ampere and Ada have more than one.
 ARCH_CC = {"volta": {7.0, 7.2}, "turing": {7.5}, "ampere": {8.0, 8.6, 8.7}, "ada": {8.9},

@@ -65,7 +65,10 @@ def test_filter_by_symptom_and_cost():
 
 def test_gpu_classes_decide_fp8_and_marlin():
     needs = knowledge.load("techniques")["hardware_needs"]
-    cc = lambda g: knowledge.gpu_info(g)["compute_capability"]
+
+    def cc(g):
+        return knowledge.gpu_info(g)["compute_capability"]
+
     assert cc("h100") >= needs["fp8"]["min_compute_capability"]
     assert cc("L40S") >= needs["fp8"]["min_compute_capability"]
     assert cc("A100") < needs["fp8"]["min_compute_capability"] <= cc("H200")
@@ -172,7 +175,8 @@ def test_default_flags_mean_what_we_say(vllm_parser):
     off = _parse(vllm_parser, ["--no-enable-prefix-caching", "--no-enable-chunked-prefill"])
     assert on.enable_prefix_caching is True and off.enable_prefix_caching is False
     assert on.enable_chunked_prefill is True and off.enable_chunked_prefill is False
-    ns = _parse(vllm_parser, ["--speculative-config", knowledge.technique_index()["speculative_decoding"].enable_flags[1]])
+    spec_config = knowledge.technique_index()["speculative_decoding"].enable_flags[1]
+    ns = _parse(vllm_parser, ["--speculative-config", spec_config])
     assert ns.speculative_config["method"] == "ngram"
     assert _parse(vllm_parser, ["--tensor-parallel-size", "8"]).tensor_parallel_size == 8
 

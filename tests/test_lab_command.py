@@ -8,8 +8,8 @@ import time
 
 import requests
 
-from inferopt.serving.engine import free_port
 from inferopt.paths import REPO_ROOT
+from inferopt.serving.engine import free_port
 
 
 def test_make_lab_serves_the_start_page():

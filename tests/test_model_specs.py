@@ -3,9 +3,9 @@ import json
 
 import pytest
 
-from inferopt.planning import model_specs as ms
 from inferopt.errors import CourseError
 from inferopt.paths import ASSETS
+from inferopt.planning import model_specs as ms
 
 SHIPPED = ["llama-3-70b", "llama-3.1-8b", "qwen2.5-7b-instruct", "mixtral-8x7b", "smollm2-135m-instruct"]
 

@@ -114,7 +114,8 @@ def test_promtool_tests_catch_a_wrong_rule(tmp_path, slo, rule_kw, failing):
 
 def test_promtool_check_rejects_bad_promql(tmp_path):
     bad = alerts.build_rules()
-    bad["groups"][0]["rules"][0]["expr"] = "histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[5m]))"
+    bad["groups"][0]["rules"][0]["expr"] = \
+        "histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[5m]))"
     path = tmp_path / "bad.yml"
     path.write_text(alerts.rules_yaml(bad))
     res = promtool.check_rules(path)

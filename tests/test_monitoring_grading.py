@@ -3,7 +3,6 @@ and invalid rules are reported; the generated lab's check cells fail until the l
 import copy
 
 import nbformat
-import pytest
 from nbclient import NotebookClient
 
 from inferopt.monitoring.grading import check_rule_and_test
@@ -52,6 +51,7 @@ def test_generated_lab_check_cells_fail():
     NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True).execute()
     errors = [c for c in nb.cells if c.cell_type == "code"
               and any(o.get("output_type") == "error" for o in c.outputs)]
-    checks = [c for c in nb.cells if c.cell_type == "code" and "assert" in c.source and "NotImplementedError" not in c.source]
+    checks = [c for c in nb.cells
+              if c.cell_type == "code" and "assert" in c.source and "NotImplementedError" not in c.source]
     assert len(errors) >= 4
     assert all(any(o.get("output_type") == "error" for o in c.outputs) for c in checks)

@@ -64,7 +64,10 @@ def test_histogram_bounds_in_spec_match_the_engine(live_snapshot):
 
 def test_stored_sample_has_the_live_names(live_snapshot):
     sample = mp.parse_metrics((ASSETS / "monitoring" / "vllm-0.32-metrics-sample.txt").read_text())
-    vllm = lambda names: {n for n in names if n.startswith("vllm:")}
+
+    def vllm(names):
+        return {n for n in names if n.startswith("vllm:")}
+
     assert vllm(sample.sample_names) == vllm(live_snapshot.sample_names)
 
 

@@ -4,10 +4,10 @@ import os
 
 import pytest
 
-from inferopt.serving.engine import free_port
 from inferopt.errors import CourseError
 from inferopt.monitoring.alerts import build_rules
 from inferopt.monitoring.prometheus_server import PrometheusServer
+from inferopt.serving.engine import free_port
 
 
 def test_start_query_stop_with_a_dead_target():

@@ -16,7 +16,8 @@ def _nb(*cells):
 
 
 def test_solution_region_becomes_stub_and_outputs_are_cleared():
-    code = nbformat.v4.new_code_cell("x = 1\ndef f():\n    ### BEGIN SOLUTION\n    return 42\n    ### END SOLUTION\nprint(f())")
+    code = nbformat.v4.new_code_cell("x = 1\ndef f():\n    ### BEGIN SOLUTION\n    return 42\n    ### END SOLUTION\n"
+                                     "print(f())")
     code.outputs = [nbformat.v4.new_output("stream", text="42\n")]
     code.execution_count = 1
     md = nbformat.v4.new_markdown_cell("Why?\n\nBEGIN SOLUTION\nBecause.\nEND SOLUTION")

@@ -7,9 +7,9 @@ import sys
 import pytest
 import yaml
 
-from inferopt.planning import planner
 from inferopt.errors import CourseError
 from inferopt.paths import ASSETS, REPO_ROOT
+from inferopt.planning import planner
 
 
 @pytest.fixture(scope="module")

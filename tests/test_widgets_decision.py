@@ -3,11 +3,11 @@ import pytest
 
 from inferopt.diagnosis import knowledge
 from inferopt.diagnosis.decision import diagnose
+from inferopt.errors import CourseError
 from inferopt.widgets.decision_widget import DecisionWidget, diagnosis_html, tree_figure
 from inferopt.widgets.selfcheck import SelfCheck, answer_key, grade, items
 from inferopt.widgets.technique_table import TechniqueTable, technique_rows, technique_table_html
 from inferopt.widgets.tradeoff_plot import technique_cost_figure, tradeoff_figure, tradeoff_matrix
-from inferopt.errors import CourseError
 
 SLO = {"ttft_p95_ms": 500, "tpot_p95_ms": 50}
 
@@ -16,7 +16,7 @@ def test_tree_figure_highlights_exactly_the_path():
     d = diagnose({"ttft_p95_ms": 300, "tpot_p95_ms": 90}, SLO, {"concurrency": 2}, [])
     fig = tree_figure(d)
     nodes = fig.data[2]
-    hot = [t for t, c in zip(nodes.text, nodes.marker.color) if c == "#d35400"]
+    hot = [t for t, c in zip(nodes.text, nodes.marker.color, strict=True) if c == "#d35400"]
     assert sorted(hot) == ["B", "B2", "baseline"]
     assert len(nodes.text) == 1 + 4 + 10  # baseline, 4 branches, 10 sub-conditions
     leaf_text = [t for t in fig.data[3].text if "<b>speculative_decoding</b>" in t]
@@ -29,7 +29,7 @@ def test_tree_figure_highlights_exactly_the_path():
 def test_tree_figure_orders_branches_as_section_4():
     fig = tree_figure()
     nodes = fig.data[2]
-    y = dict(zip(nodes.text, nodes.y))
+    y = dict(zip(nodes.text, nodes.y, strict=True))
     assert y["C"] > y["A"] > y["B"] > y["D"]  # top to bottom: OOM, TTFT, TPOT, tail
 
 
@@ -50,7 +50,8 @@ def test_decision_widget_follows_its_inputs_and_shows_errors_inside():
     assert w.diagnosis.branch == "B" and w.diagnosis.techniques == ["speculative_decoding"]
     # the tree picture inside the widget follows: B and B2 highlighted
     nodes = w.plot_w.data[2]
-    assert sorted(t for t, c in zip(nodes.text, nodes.marker.color) if c == "#d35400") == ["B", "B2", "baseline"]
+    hot = sorted(t for t, c in zip(nodes.text, nodes.marker.color, strict=True) if c == "#d35400")
+    assert hot == ["B", "B2", "baseline"]
     assert "branch B" in w.plot_w.layout.title.text
     w.metric_w["gpu_util"].value = 85  # a percentage: the widget says so, no traceback
     assert w.diagnosis is None and "fraction" in w.error_w.value and "fraction" in repr(w)
@@ -87,7 +88,7 @@ def test_technique_table_filters():
 def test_tradeoff_pictures_come_from_the_data():
     names, labels, z, _ = tradeoff_matrix()
     assert len(names) == 8 and len(labels) == 6
-    row = dict(zip(names, z))["Quantization"]
+    row = dict(zip(names, z, strict=True))["Quantization"]
     assert row[:4] == [1, 0, 1, -1]  # buys compute and memory, gives up accuracy
     fig = tradeoff_figure()
     assert list(fig.data[0].y) == names

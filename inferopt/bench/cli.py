@@ -44,8 +44,8 @@ def add_subcommand(sub) -> None:
 
 
 def _sweep(a) -> int:
-    from inferopt.bench.metrics import SLO, table
     from inferopt.bench.loadgen import Endpoint
+    from inferopt.bench.metrics import SLO, table
     from inferopt.bench.results import ResultWriter, new_results_path
     from inferopt.bench.sweep import sweep
     from inferopt.bench.workload import Workload, load_tokenizer

@@ -21,12 +21,11 @@ from __future__ import annotations
 import math
 import random
 import threading
-import time
 
-from inferopt.errors import CourseError
 from inferopt.bench import loadgen
 from inferopt.bench.metrics import SLO, summarize
-from inferopt.bench.workload import RequestSpec, Workload, build_requests, load_tokenizer, random_text
+from inferopt.bench.workload import RequestSpec, Workload, build_requests, load_tokenizer
+from inferopt.errors import CourseError
 
 # ---------------------------------------------------------------- /metrics
 WATCHED = ("vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc",
@@ -284,7 +283,8 @@ def describe(diagnosis) -> str:
     """A short, deterministic text of a decision-engine Diagnosis: branch, worst metric, the one change."""
     if diagnosis.branch is None:
         return "all SLOs met: " + diagnosis.next_step
-    fails = ", ".join(f"{f['metric']} {f['value']:.0f} vs {f['slo']:.0f}" if f.get("slo") is not None and f.get("value") is not None
+    fails = ", ".join(f"{f['metric']} {f['value']:.0f} vs {f['slo']:.0f}"
+                      if f.get("slo") is not None and f.get("value") is not None
                       else f"{f['metric']}" for f in diagnosis.failing)
     first = diagnosis.recommendations[0] if diagnosis.recommendations else None
     lines = [f"branch {diagnosis.branch}: {diagnosis.branch_title}",

@@ -1,30 +1,20 @@
 """The metric-name map across load generators (assets/metric_glossary.yaml), checked and rendered."""
 from __future__ import annotations
 
-import functools
-
-import yaml
-
-from inferopt.errors import CourseError
-from inferopt.paths import asset
+from inferopt import assets
 
 COLUMNS = ("ours", "name", "definition", "vllm_bench_serve", "aiperf_genai_perf", "guidellm")
+SCHEMA = {
+    "type": "object", "required": ["metrics"],
+    "properties": {"metrics": {"type": "array", "minItems": 1, "items": {
+        "type": "object", "required": list(COLUMNS), "additionalProperties": False,
+        "properties": {c: {"type": "string", "pattern": r"\S"} for c in COLUMNS}}}},
+}
 
 
-@functools.lru_cache(maxsize=1)
 def glossary() -> tuple[dict, ...]:
-    """Rows of the glossary; every row has every column (CourseError naming the row otherwise)."""
-    data = yaml.safe_load(asset("metric_glossary.yaml").read_text(encoding="utf-8"))
-    rows = data.get("metrics") if isinstance(data, dict) else None
-    if not rows:
-        raise CourseError("assets/metric_glossary.yaml needs a non-empty 'metrics' list")
-    for i, row in enumerate(rows):
-        missing = [c for c in COLUMNS if not isinstance(row.get(c), str) or not row[c].strip()]
-        extra = sorted(set(row) - set(COLUMNS))
-        if missing or extra:
-            raise CourseError(f"assets/metric_glossary.yaml row {i} ({row.get('ours')}): missing {missing}, "
-                              f"unknown {extra}; each row needs exactly {list(COLUMNS)}")
-    return tuple(rows)
+    """Rows of the glossary; every row has every column (CourseError naming the row and field otherwise)."""
+    return tuple(assets.load("metric_glossary.yaml", SCHEMA, "inferopt.bench.glossary.SCHEMA")["metrics"])
 
 
 def markdown() -> str:

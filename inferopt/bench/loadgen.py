@@ -25,9 +25,9 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from inferopt.errors import CourseError
 from inferopt.bench.metrics import SLO, RequestRecord, summarize
 from inferopt.bench.workload import RequestSpec
+from inferopt.errors import CourseError
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class Endpoint:
             raise CourseError(f"base_url={self.base_url!r}: give a URL such as http://127.0.0.1:8000")
 
     @classmethod
-    def from_server(cls, srv, **kw) -> "Endpoint":
+    def from_server(cls, srv, **kw) -> Endpoint:
         """The endpoint of a running inferopt.serving.engine.VLLMServer."""
         return cls(base_url=srv.base_url, model=srv.model_name, **kw)
 

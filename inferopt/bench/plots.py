@@ -13,8 +13,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from inferopt.errors import CourseError
 from inferopt.bench.metrics import SLO, max_level_meeting
+from inferopt.errors import CourseError
 
 _COLORS = {"p50": "#1f77b4", "p90": "#2ca02c", "p95": "#ff7f0e", "p99": "#d62728"}
 
@@ -96,7 +96,7 @@ def before_after(before: dict, after: dict, metrics=("ttft_p95_ms", "tpot_p95_ms
     if missing:
         raise CourseError(f"metrics {missing} are not in both summaries; pick from {sorted(before)}")
     fig = go.Figure()
-    for lab, s in zip(labels, (before, after)):
+    for lab, s in zip(labels, (before, after), strict=True):
         fig.add_trace(go.Bar(x=list(metrics), y=[round(s[m], 3) for m in metrics], name=lab))
     for m in metrics:
         if before[m]:

@@ -22,9 +22,9 @@ import re
 from datetime import datetime
 from pathlib import Path
 
+from inferopt.bench.metrics import PERCENTILES, RequestRecord, summarize
 from inferopt.errors import CourseError
 from inferopt.paths import results_dir
-from inferopt.bench.metrics import PERCENTILES, RequestRecord, summarize
 
 
 def _clean(obj):
@@ -237,13 +237,15 @@ def import_aiperf_records(path) -> list[RequestRecord]:
         m = r.get("metrics") or {}
         meta = r.get("metadata") or {}
 
-        def val(key):
+        def val(key, m=m):
             x = m.get(key)
             return x.get("value") if isinstance(x, dict) else None
 
-        def sec(key):
+        def sec(key, m=m):
             x = m.get(key)
-            return _to_ms(x["value"], x.get("unit")) / 1000.0 if isinstance(x, dict) and x.get("value") is not None else None
+            if not isinstance(x, dict) or x.get("value") is None:
+                return None
+            return _to_ms(x["value"], x.get("unit")) / 1000.0
 
         err = r.get("error")
         icl = m.get("inter_chunk_latency")

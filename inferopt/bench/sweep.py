@@ -9,11 +9,11 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from inferopt.errors import CourseError
 from inferopt.bench import loadgen
 from inferopt.bench.metrics import SLO
 from inferopt.bench.results import ResultWriter
 from inferopt.bench.workload import Workload, build_requests
+from inferopt.errors import CourseError
 
 
 def sweep(endpoint: loadgen.Endpoint, workload: Workload, *, concurrencies=None, rates=None,

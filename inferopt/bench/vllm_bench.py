@@ -12,8 +12,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from inferopt.errors import CourseError
 from inferopt.bench.results import import_vllm_bench
+from inferopt.errors import CourseError
 
 _ENTRY = ("import sys\n"
           "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
@@ -57,7 +57,8 @@ def run(base_url: str, model: str, tokenizer: str, *, timeout_s: float = 600, **
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
         out = Path(tmp) / "vllm-bench.json"
         if proc.returncode != 0 or not out.exists():
-            raise CourseError(f"`vllm bench serve` failed (exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[-2000:]}")
+            raise CourseError(f"`vllm bench serve` failed (exit {proc.returncode}):\n"
+                              f"{(proc.stdout + proc.stderr)[-2000:]}")
         summary, records = import_vllm_bench(out)
     summary["stdout_tail"] = proc.stdout[-1500:]
     return summary, records
@@ -69,7 +70,7 @@ def run_in_process(base_url: str, model: str, tokenizer: str, **kw):
     import contextlib
     import io
 
-    from vllm.benchmarks.serve import add_cli_args, main
+    from vllm.benchmarks.serve import add_cli_args
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     from inferopt.bench.loadgen import _run_coro

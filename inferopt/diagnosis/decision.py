@@ -51,8 +51,8 @@ known fields and drops the rest (and None values).
 Bad input (unknown field or technique, negative or missing value, a percentage where a fraction
 is due, an SLO that looks like seconds) raises CourseError naming the field.
 
-CLI: ``python -m inferopt diagnose --ttft-p95-ms 1800 --tpot-p95-ms 30 --slo-ttft-p95-ms 500
---slo-tpot-p95-ms 50 --shared-prefix-frac 0.7 --json`` (or ``--input FILE`` / ``--baseline
+CLI (:mod:`inferopt.diagnosis.cli`): ``python -m inferopt diagnose --ttft-p95-ms 1800 --tpot-p95-ms 30
+--slo-ttft-p95-ms 500 --slo-tpot-p95-ms 50 --shared-prefix-frac 0.7 --json`` (or ``--input FILE`` / ``--baseline
 profile_export_aiperf.json``); ``python -m inferopt diagnose --bench`` times the engine.
 """
 from __future__ import annotations
@@ -165,7 +165,7 @@ class Baseline:
     preemptions: float | None = None
 
     @classmethod
-    def from_dict(cls, d) -> "Baseline":
+    def from_dict(cls, d) -> Baseline:
         d = _as_dict("metrics", d)
         vals = {}
         for k, v in d.items():
@@ -197,7 +197,7 @@ class SLOs:
     throughput_tok_s: float | None = None
 
     @classmethod
-    def from_dict(cls, d) -> "SLOs":
+    def from_dict(cls, d) -> SLOs:
         d = _as_dict("slos", d)
         vals = {}
         for k, v in d.items():
@@ -233,7 +233,7 @@ class Workload:
     draft_model: str | None = None
 
     @classmethod
-    def from_dict(cls, d) -> "Workload":
+    def from_dict(cls, d) -> Workload:
         d = _as_dict("workload", d)
         vals = {}
         for k, v in d.items():
@@ -291,7 +291,8 @@ def _data():
 
 def _facts(b: Baseline, w: Workload, thresholds: dict, on=()) -> dict:
     gpu = knowledge.gpu_info(w.gpu_type) if w.gpu_type else None
-    gpu_mem = w.gpu_memory_gib if w.gpu_memory_gib is not None else (gpu["memory_gib"] if gpu and gpu["memory_gib"] else None)
+    gpu_mem = w.gpu_memory_gib if w.gpu_memory_gib is not None else (
+        gpu["memory_gib"] if gpu and gpu["memory_gib"] else None)
     cc = gpu["compute_capability"] if gpu else None
     needs = knowledge.load("techniques")["hardware_needs"]
     weights_fit = None
@@ -318,7 +319,8 @@ def _facts(b: Baseline, w: Workload, thresholds: dict, on=()) -> dict:
 def _clause_holds(c: dict, facts: dict, thresholds: dict):
     """(holds, text) for one clause; an unknown fact (None) never holds."""
     if c["fact"] not in facts:
-        raise CourseError(f"assets/decision_tree.yaml: unknown fact {c['fact']!r}; known facts: {', '.join(sorted(facts))}")
+        raise CourseError(f"assets/decision_tree.yaml: unknown fact {c['fact']!r}; "
+                          f"known facts: {', '.join(sorted(facts))}")
     have = facts[c["fact"]]
     want = c["value"]
     label = f"{c['fact']} {c['op']} {str(want).lower() if isinstance(want, bool) else want}"
@@ -351,7 +353,8 @@ def _metric_checks(b: Baseline, s: SLOs, tail_ratio: float) -> list:
     for k in ("ttft_p95_ms", "tpot_p95_ms"):
         v = getattr(b, k)
         if v is not None and v > getattr(s, k):
-            out.append({"metric": k, "value": v, "slo": getattr(s, k), "ratio": v / getattr(s, k), "branch": METRIC_BRANCH[k]})
+            out.append({"metric": k, "value": v, "slo": getattr(s, k), "ratio": v / getattr(s, k),
+                        "branch": METRIC_BRANCH[k]})
     if s.throughput_tok_s is not None and b.throughput_tok_s is not None and b.throughput_tok_s < s.throughput_tok_s:
         ratio = s.throughput_tok_s / b.throughput_tok_s if b.throughput_tok_s > 0 else float("inf")
         out.append({"metric": "throughput_tok_s", "value": b.throughput_tok_s, "slo": s.throughput_tok_s,
@@ -426,7 +429,7 @@ def diagnose(metrics, slos, workload=None, techniques_on=None) -> Diagnosis:
         worst = max(failing, key=lambda f: float("inf") if f["ratio"] is None else f["ratio"])["metric"]
 
     if not failing:
-        return Diagnosis(None, None, None, [], [], ["baseline"], [], [], [], [], [], [], 
+        return Diagnosis(None, None, None, [], [], ["baseline"], [], [], [], [], [], [],
                          _conflicts(pitfalls, on, set(), facts, thresholds, techs), [], [],
                          "All SLOs are met: stop optimizing here, keep monitoring, and re-run the "
                          "benchmark when traffic or the model changes.", sorted(on_list))
@@ -453,7 +456,8 @@ def diagnose(metrics, slos, workload=None, techniques_on=None) -> Diagnosis:
             if not t_ok:
                 unknown = any("not given" in x for x in t_why)
                 skipped.append({"id": tid, "condition": cond["id"],
-                                "reason": t.get("unless", "condition not met") + (" (the needed trait was not given)" if unknown else "")})
+                                "reason": t.get("unless", "condition not met")
+                                + (" (the needed trait was not given)" if unknown else "")})
                 continue
             if tid in on:
                 already.append({"id": tid, "condition": cond["id"],
@@ -555,90 +559,6 @@ def time_diagnosis(calls: int = 200, case: dict | None = None) -> dict:
         times.append((time.perf_counter() - t0) * 1000)
     times.sort()
     return {"calls": calls, "median_ms": times[len(times) // 2], "p95_ms": times[int(len(times) * 0.95) - 1]}
-
-
-# ----------------------------------------------------------------------------- CLI
-def _opt(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def add_subcommand(subparsers) -> None:
-    p = subparsers.add_parser(
-        "diagnose", help="decision tree: from baseline metrics + SLOs to the next optimization",
-        description="Diagnose a baseline (metrics in ms) against SLOs and print the branch, the "
-                    "techniques to try, conflicts and flags. Options override --input/--baseline files.")
-    p.add_argument("--input", help="JSON or YAML file with keys metrics, slos, workload, techniques_on")
-    p.add_argument("--baseline", help="aiperf/genai-perf profile_export JSON, or the course's bench JSON lines")
-    p.add_argument("--label", help="with --baseline JSON lines: use the last record with this label")
-    for k, h in METRIC_FIELDS.items():
-        if k == "oom":
-            p.add_argument("--oom", action="store_true", default=None, help=h)
-        else:
-            p.add_argument(_opt(k), type=float, dest=f"m_{k}", help=h)
-    for k, h in SLO_FIELDS.items():
-        p.add_argument("--slo-" + k.replace("_", "-"), type=float, dest=f"s_{k}", help=h)
-    for k, h in WORKLOAD_FIELDS.items():
-        p.add_argument(_opt(k), dest=f"w_{k}", type=str if k in ("gpu_type", "draft_model") else float, help=h)
-    p.add_argument("--on", help="comma-separated technique ids already on ('none' = nothing; default: vLLM defaults)")
-    p.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
-    p.add_argument("--bench", nargs="?", const=200, type=int, metavar="CALLS",
-                   help="time one diagnosis (median over CALLS calls, default 200) and exit")
-    p.set_defaults(func=_run_cli)
-
-
-def _read_file(path: str) -> dict:
-    from pathlib import Path
-
-    pth = Path(path)
-    if not pth.exists():
-        raise CourseError(f"--input {path}: no such file")
-    text = pth.read_text(encoding="utf-8")
-    try:
-        import yaml
-
-        data = yaml.safe_load(text)
-    except Exception as exc:  # yaml is a superset of JSON
-        raise CourseError(f"--input {path}: cannot parse ({exc})") from None
-    if not isinstance(data, dict):
-        raise CourseError(f"--input {path}: expected a mapping with metrics, slos, workload, techniques_on")
-    unknown = set(data) - {"metrics", "slos", "workload", "techniques_on"}
-    if unknown:
-        raise CourseError(f"--input {path}: unknown top-level key(s) {sorted(unknown)}; use metrics, slos, workload, techniques_on")
-    return data
-
-
-def _run_cli(args) -> int:
-    if args.bench:
-        r = time_diagnosis(args.bench)
-        print(f"one diagnosis: median {r['median_ms']:.3f} ms, p95 {r['p95_ms']:.3f} ms over {r['calls']} calls")
-        return 0
-    data = _read_file(args.input) if args.input else {}
-    metrics = dict(data.get("metrics") or {})
-    slos = dict(data.get("slos") or {})
-    workload = dict(data.get("workload") or {})
-    on = data.get("techniques_on")
-    if args.baseline:
-        from inferopt.diagnosis.baseline import load_baseline
-
-        metrics.update(load_baseline(args.baseline, label=args.label))
-    for k in METRIC_FIELDS:
-        v = args.oom if k == "oom" else getattr(args, f"m_{k}")
-        if v is not None:
-            metrics[k] = v
-    for k in SLO_FIELDS:
-        if getattr(args, f"s_{k}") is not None:
-            slos[k] = getattr(args, f"s_{k}")
-    for k in WORKLOAD_FIELDS:
-        if getattr(args, f"w_{k}") is not None:
-            workload[k] = getattr(args, f"w_{k}")
-    if args.on is not None:
-        on = [] if args.on.strip().lower() == "none" else args.on
-    d = diagnose(metrics, slos, workload, on)
-    if args.json:
-        print(d.to_json())
-    else:
-        print(format_text(d))
-    return 0
 
 
 def format_text(d: Diagnosis) -> str:

@@ -12,61 +12,40 @@ Files (each has a JSON schema in ``assets/schemas/<name>.schema.json``):
 - ``knowledge_map.yaml``     §7: the four modules and the cross-cutting performance analysis;
 - ``learning_path.yaml``     §8: learning path and the 7-item self-check.
 
-``load(name)`` answers the parsed file after checking it against its schema and the
-cross-references between files (every technique id used anywhere exists, every threshold named
+``load(name)`` answers the parsed file (read and schema-checked by :mod:`inferopt.assets`)
+after checking the cross-references between files (every technique id used anywhere exists, every threshold named
 in a clause exists). Results are cached; ``reload()`` drops the cache after an instructor edits
 a file. Bad data raises :class:`~inferopt.errors.CourseError` naming the file and the field.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
+from inferopt import assets
 from inferopt.errors import CourseError
-from inferopt.paths import ASSETS
+from inferopt.planning import gpu_catalog
 
 NAMES = ("techniques", "decision_tree", "pitfalls", "optimization_order", "tradeoffs",
          "knowledge_map", "learning_path", "gpus")
 COST_ORDER = {"low": 0, "medium": 1, "high": 2}
 
 
-def _read_yaml(name: str):
-    import yaml
-
-    path = ASSETS / f"{name}.yaml"
-    if not path.exists():
-        raise CourseError(f"assets/{name}.yaml is missing; restore it from git (git checkout -- assets/{name}.yaml)")
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise CourseError(f"assets/{name}.yaml is not valid YAML ({exc}); fix the file") from None
-
-
 def schema(name: str) -> dict:
-    """The JSON schema of ``assets/<name>.yaml``."""
-    return json.loads((ASSETS / "schemas" / f"{name}.schema.json").read_text(encoding="utf-8"))
+    """The JSON schema of ``assets/<name>.yaml`` (``assets/schemas/<name>.schema.json``)."""
+    return assets.schema(f"{name}.yaml")
 
 
 def validate(name: str, data) -> None:
     """Raise CourseError if ``data`` does not match the schema of ``assets/<name>.yaml``."""
-    import jsonschema
-
-    errors = sorted(jsonschema.Draft202012Validator(schema(name)).iter_errors(data), key=lambda e: list(e.path))
-    if errors:
-        e = errors[0]
-        where = "/".join(str(p) for p in e.path) or "(top level)"
-        raise CourseError(f"assets/{name}.yaml, field {where}: {e.message}; fix the file "
-                          f"(schema: assets/schemas/{name}.schema.json)")
+    assets.validate(data, schema(name), f"assets/{name}.yaml", f"assets/schemas/{name}.schema.json")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load_checked(name: str):
     if name not in NAMES:
         raise CourseError(f"unknown knowledge file {name!r}; choose one of {', '.join(NAMES)}")
-    data = _read_yaml(name)
-    validate(name, data)
-    return data
+    return assets.load(f"{name}.yaml")
 
 
 def load(name: str):
@@ -81,8 +60,7 @@ def reload() -> None:
     _load_checked.cache_clear()
     _check_cross_references.cache_clear()
     technique_index.cache_clear()
-    from inferopt.planning import gpu_catalog
-
+    assets.clear_cache()
     gpu_catalog.forget()
 
 
@@ -105,7 +83,7 @@ class Technique:
     hardware: str
 
 
-@lru_cache(maxsize=None)
+@cache
 def technique_index() -> dict:
     """{technique id: Technique} in the order of techniques.yaml."""
     out = {}
@@ -164,12 +142,10 @@ def gpu_info(gpu_type: str | None) -> dict | None:
     Answers name (the class name), id, arch, compute_capability and memory_gib (GiB as the driver
     reports it); see :func:`inferopt.planning.gpu_catalog.gpu_class`.
     """
-    from inferopt.planning import gpu_catalog
-
     return gpu_catalog.gpu_class(gpu_type, field="workload.gpu_type")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _check_cross_references() -> bool:
     ids = set(technique_index())
     tree = _load_checked("decision_tree")

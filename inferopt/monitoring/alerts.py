@@ -17,21 +17,19 @@ Command: ``python -m inferopt alerts --out DIR [--ttft-p95-s 0.5 ...] [--check]`
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import math
 import re
 import string
 from dataclasses import asdict, dataclass
-from functools import lru_cache
 from pathlib import Path
 
 import yaml
 
+from inferopt import assets
 from inferopt.errors import CourseError
-from inferopt.paths import ASSETS
 
-SPEC_PATH = ASSETS / "monitoring" / "alerts.yaml"
+SPEC_NAME = "monitoring/alerts.yaml"
 _DURATION = re.compile(r"^(\d+)(ms|s|m|h|d)$")
 _UNIT_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -42,14 +40,9 @@ class _Template(string.Template):
     pattern = r"\$(?:(?P<escaped>(?!))|\{(?P<braced>[_a-z][_a-z0-9]*)\}|(?P<named>(?!))|(?P<invalid>(?!)))"
 
 
-@lru_cache(maxsize=1)
 def load_spec() -> dict:
     """The alert templates (``assets/monitoring/alerts.yaml``), checked against their schema."""
-    from inferopt.monitoring.catalog import validate
-
-    spec = yaml.safe_load(SPEC_PATH.read_text(encoding="utf-8"))
-    validate(spec, "alerts")
-    return spec
+    return assets.load(SPEC_NAME)
 
 
 def duration_seconds(text: str) -> float:
@@ -149,7 +142,10 @@ def build_rules(slo: SLOs | None = None, *, for_: str | None = None, window: str
         if only is not None and a["name"] not in only:
             continue
         p = dict(params, **{"for": for_ or a["for"]})
-        fill = lambda t: " ".join(_Template(t).substitute(p).split())
+
+        def fill(t, p=p):
+            return " ".join(_Template(t).substitute(p).split())
+
         rules.append({
             "alert": a["name"],
             "expr": fill(a["expr"]),
@@ -235,7 +231,8 @@ def build_rule_tests(slo: SLOs | None = None, rule_file: str = "rules.yml") -> d
         fast = {"job": job, "instance": "fast:8000"}
         for_m = _minutes(r["for"])
         tests.append({
-            "name": f"{alert}: requests of {_num(slow_v)} s fire after {r['for']}, requests of {_num(fast_v)} s stay quiet",
+            "name": f"{alert}: requests of {_num(slow_v)} s fire after {r['for']}, "
+                    f"requests of {_num(fast_v)} s stay quiet",
             "interval": "1m",
             "input_series": histogram_series(metric, slow, bounds, slow_v)
                             + histogram_series(metric, fast, bounds, fast_v),
@@ -297,7 +294,8 @@ def build_rule_tests(slo: SLOs | None = None, rule_file: str = "rules.yml") -> d
     oom_old = dict(ksm, pod="vllm-1", reason="OOMKilled")
     series = [
         {"series": _series_name("kube_pod_container_status_last_terminated_reason", oom_now), "values": "0x9 1x20"},
-        {"series": _series_name("kube_pod_container_status_restarts_total", dict(ksm, pod="vllm-0")), "values": "0x9 1x20"},
+        {"series": _series_name("kube_pod_container_status_restarts_total", dict(ksm, pod="vllm-0")),
+         "values": "0x9 1x20"},
         # an OOM long ago: reason still OOMKilled, no new restart -> quiet
         {"series": _series_name("kube_pod_container_status_last_terminated_reason", oom_old), "values": "1x30"},
         {"series": _series_name("kube_pod_container_status_restarts_total", dict(ksm, pod="vllm-1")), "values": "1x30"},
@@ -308,7 +306,8 @@ def build_rule_tests(slo: SLOs | None = None, rule_file: str = "rules.yml") -> d
          "values": "1000x30"},
     ]
     tests.append({
-        "name": "InstanceOOM: a fresh OOMKilled restart and an engine restart fire; an old OOM and a steady engine do not",
+        "name": "InstanceOOM: a fresh OOMKilled restart and an engine restart fire; "
+                "an old OOM and a steady engine do not",
         "interval": "1m",
         "input_series": series,
         "alert_rule_test": [
@@ -355,7 +354,10 @@ def canary_gates(slo: SLOs | None = None, selector: str = 'job="vllm",version="c
     ``app_chat_requests_total`` (business layer), which the engine cannot know."""
     slo = slo or SLOs()
     duration_seconds(window)
-    q = lambda m: f"histogram_quantile(0.95, sum by (le) (rate({m}_bucket{{{selector}}}[{window}])))"
+
+    def q(m):
+        return f"histogram_quantile(0.95, sum by (le) (rate({m}_bucket{{{selector}}}[{window}])))"
+
     return [
         {"gate": "TTFT P95", "promql": q("vllm:time_to_first_token_seconds"), "threshold": slo.ttft_p95_s,
          "unit": "s", "pass_if": "below"},
@@ -367,7 +369,8 @@ def canary_gates(slo: SLOs | None = None, selector: str = 'job="vllm",version="c
          "threshold": 0, "unit": "requests", "pass_if": "equal"},
         {"gate": "preemptions", "promql": f"sum(increase(vllm:num_preemptions_total{{{selector}}}[{window}]))",
          "threshold": 0, "unit": "preemptions", "pass_if": "equal"},
-        {"gate": "error rate", "promql": f'1 - sum(rate(app_chat_requests_total{{outcome="success",version="canary"}}[{window}])) / '
+        {"gate": "error rate",
+         "promql": f'1 - sum(rate(app_chat_requests_total{{outcome="success",version="canary"}}[{window}])) / '
                                          f'sum(rate(app_chat_requests_total{{version="canary"}}[{window}]))',
          "threshold": max_error_rate, "unit": "fraction", "pass_if": "below"},
     ]

@@ -1,22 +1,18 @@
 """The monitoring knowledge as data: the three-layer metrics catalog of seed §6.1
 (``assets/monitoring/metrics_catalog.yaml``) and the alert templates of §6.2
-(``assets/monitoring/alerts.yaml``), each checked against its JSON schema in the same folder.
+(``assets/monitoring/alerts.yaml``), each read by :mod:`inferopt.assets`, which checks it against
+its JSON schema in the same folder.
 
 Also :func:`promql_metric_names`, which lists the series names a PromQL expression reads, so
 tests can check every name in rules and dashboards against the live engine's ``/metrics``.
 """
 from __future__ import annotations
 
-import json
 import re
 from functools import lru_cache
 
-import yaml
-
+from inferopt import assets
 from inferopt.errors import CourseError
-from inferopt.paths import ASSETS
-
-FOLDER = ASSETS / "monitoring"
 
 # PromQL words that look like identifiers but are not series names
 _PROMQL_WORDS = {
@@ -29,22 +25,14 @@ _PROMQL_WORDS = {
 
 def validate(data, schema_name: str) -> None:
     """Check ``data`` against ``assets/monitoring/<schema_name>.schema.json``; CourseError if not."""
-    import jsonschema
-
-    schema = json.loads((FOLDER / f"{schema_name}.schema.json").read_text(encoding="utf-8"))
-    try:
-        jsonschema.validate(data, schema)
-    except jsonschema.ValidationError as exc:
-        where = "/".join(str(p) for p in exc.absolute_path) or "(top)"
-        raise CourseError(f"assets/monitoring/{schema_name}.yaml at {where}: {exc.message} "
-                          f"(schema: assets/monitoring/{schema_name}.schema.json)") from None
+    name = f"monitoring/{schema_name}.yaml"
+    assets.validate(data, assets.schema(name), f"assets/{name}", f"assets/monitoring/{schema_name}.schema.json")
 
 
 @lru_cache(maxsize=1)
 def load_catalog() -> dict:
     """The metrics catalog, schema-checked, with every metric's source declared under ``sources``."""
-    data = yaml.safe_load((FOLDER / "metrics_catalog.yaml").read_text(encoding="utf-8"))
-    validate(data, "metrics_catalog")
+    data = assets.load("monitoring/metrics_catalog.yaml")
     for layer in data["layers"]:
         for m in layer["metrics"]:
             if m["source"] not in data["sources"]:

@@ -15,18 +15,18 @@ from pathlib import Path
 
 import yaml
 
-from inferopt.paths import ASSETS
+from inferopt import assets
 from inferopt.monitoring.catalog import promql_metric_names
 from inferopt.monitoring.metrics_parse import parse_metrics
 from inferopt.monitoring.promtool import check_rules, test_rules
 
-SAMPLE = ASSETS / "monitoring" / "vllm-0.32-metrics-sample.txt"
+SAMPLE = "monitoring/vllm-0.32-metrics-sample.txt"
 
 
 def exposed_names() -> set:
     """Sample names the vLLM 0.32 engine exposes (from the stored /metrics sample, which a live
     test keeps equal to the engine's)."""
-    return parse_metrics(SAMPLE.read_text(encoding="utf-8")).sample_names
+    return parse_metrics(assets.text(SAMPLE)).sample_names
 
 
 def _run(rule: dict, test: dict, folder: Path):
@@ -72,8 +72,10 @@ def check_rule_and_test(rule: dict, test: dict) -> list:
         never = dict(copy.deepcopy(rule), expr="vector(1) < 0")
         _, r1 = _run(never, test, folder)
         if r1.ok:
-            problems.append("your test also passes for a rule that never fires: expect the alert on the breaking series")
-        always = dict(copy.deepcopy(rule), expr=re.sub(r"\s*(>|<|>=|<=|==|!=)\s*[0-9.e+-]+\s*$", "", rule["expr"]) + " >= 0")
+            problems.append("your test also passes for a rule that never fires: "
+                            "expect the alert on the breaking series")
+        unthresholded = re.sub(r"\s*(>|<|>=|<=|==|!=)\s*[0-9.e+-]+\s*$", "", rule["expr"])
+        always = dict(copy.deepcopy(rule), expr=unthresholded + " >= 0")
         _, r2 = _run(always, test, folder)
         if r2.ok:
             problems.append("your test also passes for a rule that always fires: add a series that must stay quiet")

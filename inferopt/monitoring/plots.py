@@ -7,8 +7,14 @@ from __future__ import annotations
 
 import math
 
-from inferopt.monitoring.metrics_parse import delta, histogram_quantile, kv_cache_usage, prefix_cache_hit_rate, \
-    queue_length, running_requests
+from inferopt.monitoring.metrics_parse import (
+    delta,
+    histogram_quantile,
+    kv_cache_usage,
+    prefix_cache_hit_rate,
+    queue_length,
+    running_requests,
+)
 
 
 def timeseries_rows(samples, baseline) -> list:

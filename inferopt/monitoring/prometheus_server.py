@@ -28,10 +28,10 @@ from urllib.parse import urlparse
 import yaml
 
 from inferopt.errors import CourseError
-from inferopt.serving.managed_process import ManagedProcess, free_port, log_tail
 from inferopt.monitoring.promtool import find_tool
+from inferopt.serving.managed_process import ManagedProcess, free_port, log_tail
 
-_LIVE: "weakref.WeakSet[PrometheusServer]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[PrometheusServer] = weakref.WeakSet()
 
 
 def parse_timestamp(text):
@@ -120,7 +120,7 @@ class PrometheusServer(ManagedProcess):
         return cfg
 
     # ---- life cycle
-    def start(self) -> "PrometheusServer":
+    def start(self) -> PrometheusServer:
         if self.proc is not None:
             return self
         exe = prometheus_binary()
@@ -167,7 +167,8 @@ class PrometheusServer(ManagedProcess):
                     hint = "Prometheus rejected its configuration or rule file (check the rules with promtool). "
                 elif "address already in use" in tail.lower():
                     hint = "The port was taken: start again (a free port is picked each time). "
-                raise CourseError(f"prometheus exited during start-up (exit code {code}). {hint}Last log lines:\n{tail}")
+                raise CourseError(f"prometheus exited during start-up (exit code {code}). {hint}"
+                                  f"Last log lines:\n{tail}")
             try:
                 if requests.get(self.base_url + "/-/ready", timeout=1).status_code == 200:
                     return
@@ -275,8 +276,9 @@ class PrometheusServer(ManagedProcess):
                 if a["state"] == state or (state == "pending" and a["state"] == "firing"):
                     return {"seconds": waited, "first_pending_after_s": first_pending, "alert": a}
             if waited > timeout_s:
-                raise CourseError(f"alert {name!r} did not reach {state!r} within {timeout_s:.0f} s. Rule states: "
-                                  f"{[(r['name'], r['state'], r['health']) for g in self.rule_groups() for r in g['rules']]}")
+                states = [(r["name"], r["state"], r["health"]) for g in self.rule_groups() for r in g["rules"]]
+                raise CourseError(f"alert {name!r} did not reach {state!r} within {timeout_s:.0f} s. "
+                                  f"Rule states: {states}")
             time.sleep(poll_s)
 
 

@@ -25,6 +25,7 @@ as the field names say. Bad input raises :class:`inferopt.errors.CourseError`.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -202,7 +203,7 @@ def canary_steps(fractions=(0.05, 0.5, 1.0), total_qps: float = 50.0,
     hold_minutes = tuple(hold_minutes)
     if not fractions or any(not (0 < f <= 1) for f in fractions):
         raise CourseError(f"fractions must be traffic shares in (0, 1], got {fractions!r}.")
-    if any(b <= a for a, b in zip(fractions, fractions[1:])) or fractions[-1] != 1.0:
+    if any(b <= a for a, b in itertools.pairwise(fractions)) or fractions[-1] != 1.0:
         raise CourseError(f"fractions must increase strictly and end at 1.0 (all traffic), got {fractions!r}.")
     if len(hold_minutes) != len(fractions):
         raise CourseError(f"hold_minutes needs one entry per step ({len(fractions)}), got {hold_minutes!r}.")
@@ -222,7 +223,7 @@ def canary_steps(fractions=(0.05, 0.5, 1.0), total_qps: float = 50.0,
         "any OOM or engine restart",
     ]
     steps = []
-    for i, (f, h) in enumerate(zip(fractions, hold_minutes), start=1):
+    for i, (f, h) in enumerate(zip(fractions, hold_minutes, strict=True), start=1):
         steps.append(CanaryStep(step=i, traffic_fraction=f, qps_on_new_version=round(f * total_qps, 3),
                                 hold_minutes=int(h), watch=list(watch), rollback_if=list(rollback)))
     return steps

@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 from functools import lru_cache
 
+from inferopt import assets
 from inferopt.errors import CourseError
 
 CPU = "CPU"
@@ -34,18 +35,15 @@ def _norm(name) -> str:
     return "".join(ch for ch in str(name) if ch not in " -_").upper()
 
 
-@lru_cache(maxsize=1)
 def catalog() -> dict:
-    """The GPU catalog of ``assets/gpus.yaml``: catalog id -> fields, checked against its schema."""
-    from inferopt.diagnosis import knowledge
-
-    # schema check only: the memory calculator must not depend on the decision-tree files
-    return knowledge._load_checked("gpus")["gpus"]
+    """The GPU catalog of ``assets/gpus.yaml``: catalog id -> fields, checked against its schema
+    (``assets/schemas/gpus.schema.json``) by :func:`inferopt.assets.load`."""
+    return assets.load("gpus.yaml")["gpus"]
 
 
 def forget() -> None:
     """Drop the cached catalog (``inferopt.diagnosis.knowledge.reload()`` calls it after assets/ are edited)."""
-    catalog.cache_clear()
+    assets.clear_cache()
     _index.cache_clear()
 
 
@@ -73,7 +71,8 @@ def resolve(name: str, field: str = "gpu", also: str = "") -> str:
     (``also`` names further accepted choices in that message, e.g. ``"CPU"``)."""
     gid = _index().get(_norm(name)) if name not in (None, "") else None
     if gid is None:
-        known = ", ".join([f"{gid} ({', '.join(g['aliases'])})" for gid, g in catalog().items()] + ([also] if also else []))
+        known = ", ".join([f"{gid} ({', '.join(g['aliases'])})" for gid, g in catalog().items()]
+                          + ([also] if also else []))
         raise CourseError(f"{field}: unknown GPU {name!r}; known (id, then aliases): {known}. "
                           "Use one of these, or add the GPU to assets/gpus.yaml.")
     return gid

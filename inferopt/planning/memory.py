@@ -29,11 +29,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from dataclasses import asdict, dataclass, field
 
-from inferopt.planning import gpu_catalog as _catalog
 from inferopt.errors import CourseError
+from inferopt.planning import gpu_catalog as _catalog
 from inferopt.planning.model_specs import ModelSpec, load_spec
 
 GiB = 1 << 30
@@ -223,7 +222,8 @@ class MemoryResult:
             ]
         t += [
             ("KV budget per GPU", f"{self.kv_budget_gib_per_gpu:.3f} GiB",
-             "usable - weights - buffer" if self.usable_gib_per_gpu is not None else "explicit (--kv-cache-memory-bytes)"),
+             "usable - weights - buffer" if self.usable_gib_per_gpu is not None
+             else "explicit (--kv-cache-memory-bytes)"),
             ("KV heads per GPU", f"{self.kv_heads_per_gpu}", f"max(1, KV heads // TP={self.tp})"),
             ("KV per token, whole model", f"{self.kv_bytes_per_token:,} B",
              f"2 x layers x KV heads x head_dim x {self.kv_dtype_bytes} B"),

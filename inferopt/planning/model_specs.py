@@ -15,23 +15,27 @@ qwen2.5-7b-instruct, mixtral-8x7b, smollm2-135m-instruct. Any other path to a ``
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
-
+from inferopt import assets
 from inferopt.errors import CourseError
-from inferopt.paths import ASSETS
 
-MODELS_DIR = ASSETS / "models"
+CONFIG_SCHEMA = {"type": "object"}   # spec_from_config names the fields a config lacks
+INDEX_SCHEMA = {
+    "type": "object", "required": ["models"],
+    "properties": {"models": {"type": "object", "minProperties": 1, "additionalProperties": {
+        "type": "object", "required": ["file", "hf_id"],
+        "properties": {"file": {"type": "string", "pattern": r"^[^/]+\.json$"}, "hf_id": {"type": "string"},
+                       "params_published": {"type": "integer", "minimum": 1},
+                       "params_source": {"type": "string"}}}}},
+}
 
 
-@lru_cache(maxsize=1)
 def model_index() -> dict:
     """The shipped models: name -> {file, hf_id, params_published, params_source, ...}."""
-    return yaml.safe_load((MODELS_DIR / "index.yaml").read_text(encoding="utf-8"))["models"]
+    return assets.load("models/index.yaml", INDEX_SCHEMA, "inferopt.planning.model_specs.INDEX_SCHEMA")["models"]
 
 
 def model_names() -> list[str]:
@@ -123,7 +127,7 @@ def resolve_config_path(name_or_path) -> tuple[str, Path]:
     key = str(name_or_path)
     idx = model_index()
     if key in idx:
-        return key, MODELS_DIR / idx[key]["file"]
+        return key, assets.path(f"models/{idx[key]['file']}")
     p = Path(key).expanduser()
     if p.is_dir():
         p = p / "config.json"
@@ -141,10 +145,7 @@ def load_spec(name_or_path) -> ModelSpec:
 
 @lru_cache(maxsize=64)
 def _load_cached(name: str, path: str, _mtime: int) -> ModelSpec:
-    try:
-        cfg = json.loads(Path(path).read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise CourseError(f"{path} is not valid JSON ({exc}); give a Hugging Face config.json.") from exc
+    cfg = assets.load_file(path, CONFIG_SCHEMA, "a Hugging Face config.json (an object)")
     return spec_from_config(cfg, name=name, source=path)
 
 

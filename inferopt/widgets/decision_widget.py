@@ -13,10 +13,10 @@ import shlex
 
 import ipywidgets as W
 
-from inferopt.planning import gpu_catalog
 from inferopt.diagnosis import knowledge
 from inferopt.diagnosis.decision import Diagnosis, diagnose
 from inferopt.errors import CourseError
+from inferopt.planning import gpu_catalog
 from inferopt.widgets._common import error_html, esc
 
 GREY, HOT, OK_COLOR = "#b0b7bf", "#d35400", "#1e8449"
@@ -176,7 +176,10 @@ class DecisionWidget(W.VBox):
                   self.oom_w, self.gpu_w, self.on_w]:
             w.observe(lambda _change: self.refresh(), names="value")
         self.load_w.on_click(lambda _b: self.load_file(self.file_w.value))
-        col = lambda ws, title: W.VBox([W.HTML(f"<b>{title}</b>"), *ws])
+
+        def col(ws, title):
+            return W.VBox([W.HTML(f"<b>{title}</b>"), *ws])
+
         super().__init__(children=[
             W.HBox([col([*self.metric_w.values(), self.oom_w], "Baseline"),
                     col(self.slo_w.values(), "SLOs (0 = none)"),
@@ -199,7 +202,7 @@ class DecisionWidget(W.VBox):
             workload["gpu_type"] = self.gpu_w.value
         return {"metrics": metrics, "slos": slos, "workload": workload, "techniques_on": list(self.on_w.value)}
 
-    def set_inputs(self, metrics=None, slos=None, workload=None, techniques_on=None) -> "DecisionWidget":
+    def set_inputs(self, metrics=None, slos=None, workload=None, techniques_on=None) -> DecisionWidget:
         """Set inputs from dicts (fields not named keep their value; the widget updates once)."""
         self._hold = True
         try:
@@ -254,7 +257,7 @@ class DecisionWidget(W.VBox):
         self.result_w.value = diagnosis_html(d)
         new = tree_figure(d)
         with self.plot_w.batch_update():
-            for old_trace, new_trace in zip(self.plot_w.data, new.data):
+            for old_trace, new_trace in zip(self.plot_w.data, new.data, strict=True):
                 old_trace.update(new_trace.to_plotly_json())
             self.plot_w.layout.title = new.layout.title
 

@@ -14,8 +14,14 @@ from __future__ import annotations
 import ipywidgets as W
 
 from inferopt.errors import CourseError
-from inferopt.planning.memory import (DEFAULT_RUNTIME_BUFFER_GIB, KV_DTYPES, WEIGHT_FORMATS, MemoryResult, calculate,
-                      gpu_names)
+from inferopt.planning.memory import (
+    DEFAULT_RUNTIME_BUFFER_GIB,
+    KV_DTYPES,
+    WEIGHT_FORMATS,
+    MemoryResult,
+    calculate,
+    gpu_names,
+)
 from inferopt.planning.model_specs import model_names
 from inferopt.widgets._common import error_html, esc
 
@@ -123,7 +129,7 @@ class MemoryWidget(W.VBox):
     def values(self) -> dict:
         return {k: w.value for k, w in self.controls.items()}
 
-    def set(self, **values) -> "MemoryWidget":
+    def set(self, **values) -> MemoryWidget:
         """Move several controls, then recompute once."""
         unknown = set(values) - set(self.controls)
         if unknown:

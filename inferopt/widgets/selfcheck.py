@@ -99,7 +99,7 @@ def grade(item_id: str, answer) -> Grade:
         got = list(answer or [])
         steps = knowledge.load("optimization_order")["steps"]
         fb = [] if got == want else [f"step {s['step']}: {s['title']} — {s['reason']}" for s in steps]
-        return Grade(item_id, got == want, f"{sum(a == b for a, b in zip(got, want))}/4 in place", fb)
+        return Grade(item_id, got == want, f"{sum(a == b for a, b in zip(got, want, strict=False))}/4 in place", fb)
     if kind == "plan":
         picked = set(answer or [])
         knowledge.check_technique_ids(sorted(picked), field=item_id)
@@ -189,7 +189,7 @@ class SelfCheck(W.VBox):
             c = {t: W.Checkbox(value=False, description=t, indent=False) for t in it["options"]}
             return c, W.VBox(list(c.values()))
         if kind == "classify":
-            c = {x["label"]: W.Dropdown(options=[("—", None)] + [(l, l) for l in it["layers"]], value=None,
+            c = {x["label"]: W.Dropdown(options=[("—", None)] + [(layer, layer) for layer in it["layers"]], value=None,
                                         description=x["label"], style={"description_width": "280px"},
                                         layout=W.Layout(width="480px")) for x in it["items"]}
             return c, W.VBox(list(c.values()))
@@ -226,7 +226,7 @@ class SelfCheck(W.VBox):
             for k, w in c.items():
                 w.value = k in set(answer)
         elif kind == "order":
-            for w, v in zip(c, answer):
+            for w, v in zip(c, answer, strict=False):
                 w.value = v
         else:
             c.value = answer

@@ -77,4 +77,5 @@ class TechniqueTable(W.VBox):
             self.table_w.value = error_html(str(exc))
 
     def __repr__(self) -> str:
-        return f"TechniqueTable(symptom={self.symptom_w.value}, cost={self.cost_w.value}, rows={[r['id'] for r in self.rows]})"
+        ids = [r["id"] for r in self.rows]
+        return f"TechniqueTable(symptom={self.symptom_w.value}, cost={self.cost_w.value}, rows={ids})"
