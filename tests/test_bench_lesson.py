@@ -1,6 +1,7 @@
 """Lesson SLOs: multiples of an idle calibration run measured on this machine."""
 import pytest
 
+from inferopt import assets
 from inferopt.bench import lesson
 from inferopt.errors import CourseError
 
@@ -18,20 +19,13 @@ def test_lesson_slo_is_the_asset_factors_times_idle_latency():
 
 
 def test_a_broken_asset_is_one_clear_error(tmp_path, monkeypatch):
-    bad = tmp_path / "lesson_slos.yaml"
-    bad.write_text("calibration: {concurrency: 1, num_requests: 4, input_tokens: 200, output_tokens: 32}\n"
-                   "slo: {percentile: 95, ttft_factor: 0.5, tpot_factor: 2}\n")
-    monkeypatch.setattr(lesson, "ASSET", bad)
-    lesson.settings.cache_clear()
-    try:
-        with pytest.raises(CourseError, match="ttft_factor"):
-            lesson.settings()
-        bad.write_text("slo: {}\n")
-        lesson.settings.cache_clear()
-        with pytest.raises(CourseError, match="cannot read the lesson SLOs"):
-            lesson.settings()
-    finally:
-        lesson.settings.cache_clear()
+    src = assets.path(lesson.ASSET).read_text(encoding="utf-8")
+    for broken, field in ((src.replace("ttft_factor: 3.0", "ttft_factor: 0.5"), "ttft_factor"),
+                          (src.replace("num_requests: 4", "num_requests: many"), "num_requests")):
+        bad = tmp_path / "lesson_slos.yaml"
+        bad.write_text(broken, encoding="utf-8")
+        with pytest.raises(CourseError, match=field):
+            assets.load_file(bad, schema=assets.load("schemas/lesson_slos.schema.json"))
 
 
 @pytest.mark.engine

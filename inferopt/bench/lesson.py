@@ -10,35 +10,20 @@ lesson's prompt, then the lesson SLO is a fixed multiple of each. Every live not
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
-import yaml
-
+from inferopt import assets
 from inferopt.bench import loadgen
 from inferopt.bench.metrics import SLO
 from inferopt.bench.workload import Workload, build_requests, load_tokenizer
 from inferopt.errors import CourseError
-from inferopt.paths import ASSETS
 
-ASSET = ASSETS / "lesson_slos.yaml"
+ASSET = "lesson_slos.yaml"   # checked against assets/schemas/lesson_slos.schema.json
 
 
-@functools.lru_cache(maxsize=1)
 def settings() -> dict:
     """The calibration workload and the SLO factors from ``assets/lesson_slos.yaml``."""
-    try:
-        data = yaml.safe_load(ASSET.read_text(encoding="utf-8"))
-        cal, slo = data["calibration"], data["slo"]
-        for key in ("ttft_factor", "tpot_factor"):
-            if not isinstance(slo[key], (int, float)) or slo[key] <= 1:
-                raise CourseError(f"{ASSET.name}: slo.{key}={slo[key]!r} must be a number above 1")
-        for key in ("concurrency", "num_requests", "input_tokens", "output_tokens"):
-            if not isinstance(cal[key], int) or cal[key] < 1:
-                raise CourseError(f"{ASSET.name}: calibration.{key}={cal[key]!r} must be a positive integer")
-    except (OSError, KeyError, TypeError, yaml.YAMLError) as exc:
-        raise CourseError(f"{ASSET}: cannot read the lesson SLOs ({exc}); restore it from git") from None
-    return data
+    return assets.load(ASSET)
 
 
 @dataclass(frozen=True)
