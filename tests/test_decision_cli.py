@@ -38,16 +38,17 @@ def test_oom_and_gpu_options(capsys):
     rc, out = run(["--oom", *BASE, "--model-weights-gib", "130", "--gpu-type", "A100", "--num-gpus", "4",
                    "--on", "none", "--json"], capsys)
     d = json.loads(out)
-    assert d["branch"] == "C" and d["techniques"] == ["int4_awq_marlin", "tensor_parallel"]
-    assert d["flags"] == ["--quantization", "awq_marlin"]  # the one next change
-    assert d["recommendations"][1]["flags_add"] == ["--tensor-parallel-size", "4"]
+    # 4 GPUs at hand: tensor parallelism before INT4 (A100 has no FP8)
+    assert d["branch"] == "C" and d["techniques"] == ["tensor_parallel", "int4_awq_marlin"]
+    assert d["flags"] == ["--tensor-parallel-size", "4"]  # the one next change
+    assert d["recommendations"][1]["flags_add"] == ["--quantization", "awq_marlin"]
 
 
 def test_input_file_and_options_override_it(tmp_path, capsys):
     f = tmp_path / "case.yaml"
     f.write_text("metrics: {ttft_p95_ms: 300, tpot_p95_ms: 80}\n"
                  "slos: {ttft_p95_ms: 500, tpot_p95_ms: 50}\n"
-                 "workload: {concurrency: 2, draft_model: tiny-draft}\n"
+                 "workload: {concurrency: 2, draft_model: tiny-draft, draft_dtype: int4}\n"
                  "techniques_on: [paged_attention, int4_awq_marlin]\n")
     d = json.loads(run(["--input", str(f), "--json"], capsys)[1])
     assert d["techniques"] == ["speculative_decoding"]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 from inferopt.errors import CourseError
 from inferopt.paths import ASSETS
@@ -60,7 +60,7 @@ def validate(name: str, data) -> None:
                           f"(schema: assets/schemas/{name}.schema.json)")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load_checked(name: str):
     if name not in NAMES:
         raise CourseError(f"unknown knowledge file {name!r}; choose one of {', '.join(NAMES)}")
@@ -105,7 +105,7 @@ class Technique:
     hardware: str
 
 
-@lru_cache(maxsize=None)
+@cache
 def technique_index() -> dict:
     """{technique id: Technique} in the order of techniques.yaml."""
     out = {}
@@ -169,7 +169,7 @@ def gpu_info(gpu_type: str | None) -> dict | None:
     return gpu_catalog.gpu_class(gpu_type, field="workload.gpu_type")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _check_cross_references() -> bool:
     ids = set(technique_index())
     tree = _load_checked("decision_tree")

@@ -225,7 +225,7 @@ class DecisionWidget(W.VBox):
 
     def load_file(self, path: str) -> None:
         """Read metrics from a benchmark file into the baseline fields (errors shown in the widget)."""
-        from inferopt.diagnosis.baseline import load_baseline
+        from inferopt.bench.results import load_baseline
 
         try:
             metrics = load_baseline(path.strip())
