@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "inferopt.monitoring.alerts",     # alerts
     "inferopt.monitoring.dashboard",  # dashboard
     "inferopt.diagnosis.decision",      # diagnose
+    "inferopt.diagnosis.tuning",        # tune
     "inferopt.bench.cli",     # bench sweep | bench import
 ]
 

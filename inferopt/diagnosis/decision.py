@@ -407,6 +407,7 @@ class Diagnosis:
     flags_remove: list
     next_step: str
     techniques_on: list = field(default_factory=list)
+    changes: list = field(default_factory=list)
     not_checked: list = field(default_factory=list)
     undecided: list = field(default_factory=list)
     signals: dict = field(default_factory=dict)
@@ -832,7 +833,7 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None) 
             nxt += " Not checked: " + ", ".join(f"{x['metric']} ({x['why']})" for x in not_checked) + "."
         return Diagnosis(None, None, None, [], [], ["baseline"], [], [], [], [], [], [],
                          _conflicts(pitfalls, on, set(), facts, thresholds, techs), [], [],
-                         nxt, sorted(on_list), not_checked, [], signals, mem_out)
+                         nxt, sorted(on_list), [], not_checked, [], signals, mem_out)
 
     branch_id = branches_failing[0]
     branch = next(x for x in tree["branches"] if x["id"] == branch_id)
@@ -873,7 +874,7 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None) 
             a_ok, _ = _cond_holds(a.get("when"), facts, thresholds)
             if not a_ok:
                 continue
-            item = {"id": a["id"], "condition": cond["id"], "text": a["text"],
+            item = {"id": a["id"], "condition": cond["id"], "text": a["text"], "rank": a.get("rank", 3),
                     "flags_add": list(a.get("flags", [])), "flags_remove": [], "sized_because": ""}
             if a.get("sized"):
                 add, remove, because = _size_action(a["sized"], facts, w, dep, mem)
@@ -893,16 +894,29 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None) 
                 r["memory"] = gains[r["id"]]
     new_ids = {r["id"] for r in recs}
     conflicts = _conflicts(pitfalls, on, new_ids, facts, thresholds, techs)
-    nxt_item = recs[0] if recs else next((a for a in actions if a["flags_add"] or a["flags_remove"]), None)
+    # every concrete change, in the order to try them: techniques and sized actions by rank (a free
+    # action such as "give the KV cache the memory it needs" before an accuracy-costing technique)
+    changes = [{"id": r["id"], "kind": "technique", "rank": r["rank"], "flags_add": r["flags_add"],
+                "flags_remove": r["flags_remove"]} for r in recs]
+    changes += [{"id": a["id"], "kind": "action", "rank": a["rank"], "flags_add": a["flags_add"],
+                 "flags_remove": a["flags_remove"]} for a in actions if a["flags_add"] or a["flags_remove"]]
+    changes.sort(key=lambda c: c["rank"])
+    nxt_item = None
+    if changes:
+        pool = recs if changes[0]["kind"] == "technique" else actions
+        nxt_item = next(x for x in pool if x["id"] == changes[0]["id"])
     flags = list(nxt_item["flags_add"]) if nxt_item else []
     flags_remove = list(nxt_item.get("flags_remove", [])) if nxt_item else []
-    if recs:
-        first = recs[0]
+    if nxt_item is not None and nxt_item in recs:
+        first = nxt_item
         change = " ".join(first["flags_add"]) or "no flag"
         if first["flags_remove"]:
             change = (f"remove {' '.join(first['flags_remove'])} if set"
                       + ("" if not first["flags_add"] else f", add {change}"))
         nxt = (f"Apply one change: {first['name']} ({change}). Then run the same benchmark again and "
+               f"diagnose the new baseline before trying anything else.")
+    elif nxt_item is None and recs:
+        nxt = (f"Apply one change: {recs[0]['name']} (no flag). Then run the same benchmark again and "
                f"diagnose the new baseline before trying anything else.")
     elif nxt_item is not None:
         change = " ".join(nxt_item["flags_add"]) or f"remove {' '.join(nxt_item['flags_remove'])}"
@@ -925,7 +939,7 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None) 
         nxt += " Not checked: " + ", ".join(f"{x['metric']} ({x['why']})" for x in not_checked) + "."
     return Diagnosis(branch_id, branch["title"], worst, failing, branches_failing, path, matched,
                      [r["id"] for r in recs], recs, actions, already, skipped, conflicts,
-                     flags, flags_remove, nxt, sorted(on_list), not_checked, undecided, signals, mem_out)
+                     flags, flags_remove, nxt, sorted(on_list), changes, not_checked, undecided, signals, mem_out)
 
 
 def _conflicts(pitfalls, on: set, new: set, facts, thresholds, techs) -> list:
