@@ -275,3 +275,21 @@ def test_diagnosis_without_live_metrics_stays_under_5_ms():
             "deployment": {"model": "llama-3-70b", "gpu": "H100"}}
     r2 = time_diagnosis(20, case)
     assert r2["median_ms"] > 0  # reported: with the memory calculator the call does more work
+
+
+def test_decision_widget_takes_the_deployment_and_shows_the_memory_verdict():
+    from inferopt.widgets.decision_widget import DecisionWidget
+
+    w = DecisionWidget()
+    assert w.inputs()["deployment"] is None and w.deployment_w.out_w.value == ""
+    w.oom_w.value = True
+    w.work_w["num_gpus"].value = 8
+    dw = w.deployment_w
+    dw.gpu_w.value = "H100-SXM-80GB"
+    dw.model_w.value = "llama-3-70b"          # bf16 on one H100: does not fit
+    assert w.diagnosis.memory["will_start"] is False and "will NOT start" in dw.out_w.value
+    assert "TP 1 -&gt; 2" in dw.out_w.value or "TP 1 -> 2" in dw.out_w.value
+    dw.tp_w.value = 8
+    assert w.diagnosis.memory["will_start"] is True and "vLLM starts" in dw.out_w.value
+    dw.util_w.value = 1.5                      # bad input: shown inside the widget
+    assert w.error_text and "gpu_memory_utilization" in w.error_text
