@@ -293,3 +293,21 @@ def test_decision_widget_takes_the_deployment_and_shows_the_memory_verdict():
     assert w.diagnosis.memory["will_start"] is True and "vLLM starts" in dw.out_w.value
     dw.util_w.value = 1.5                      # bad input: shown inside the widget
     assert w.error_text and "gpu_memory_utilization" in w.error_text
+
+
+def test_memory_widget_and_planner_use_the_start_verdict():
+    from inferopt.planning.planner import load_scenario, make_plan
+    from inferopt.widgets.memory_widget import MemoryWidget
+
+    w = MemoryWidget()
+    assert "vLLM starts" in w.readout_w.value
+    # Llama-3.1-8B in bf16 on one L4 (24 GB): 0.7 GiB of KV cannot hold one 131,072-token request
+    w.set(model="llama-3.1-8b", gpu="L4", tp=1, weight_format="bf16", kv_dtype="auto", max_model_len=131072)
+    assert w.verdict.will_start is False and w.verdict.max_model_len_estimate > 0
+    assert "vLLM will not start" in w.error_text and f"{w.verdict.max_model_len_estimate:,}" in w.error_text
+    sc = load_scenario("llama3-70b-chat")
+    assert make_plan(sc).summary()["will_start"] is True
+    sc["plan"].update(weight_format="bf16", tensor_parallel_size=1)
+    sc["requirements"]["gpus"] = 8
+    with pytest.raises(CourseError, match="will not start on vLLM"):
+        make_plan(sc)

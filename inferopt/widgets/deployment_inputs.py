@@ -10,7 +10,11 @@ from __future__ import annotations
 import ipywidgets as W
 
 from inferopt.planning import gpu_catalog
-from inferopt.planning.memory import DEFAULT_GPU_MEMORY_UTILIZATION, KV_DTYPES, WEIGHT_FORMATS
+from inferopt.planning.memory import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    KV_DTYPES,
+    WEIGHT_FORMATS,
+)
 from inferopt.planning.model_specs import model_names
 from inferopt.widgets._common import esc
 

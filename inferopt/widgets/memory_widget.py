@@ -14,8 +14,14 @@ from __future__ import annotations
 import ipywidgets as W
 
 from inferopt.errors import CourseError
-from inferopt.planning.memory import (DEFAULT_RUNTIME_BUFFER_GIB, KV_DTYPES, WEIGHT_FORMATS, MemoryResult, calculate,
-                      gpu_names)
+from inferopt.planning.memory import (
+    DEFAULT_RUNTIME_BUFFER_GIB,
+    KV_DTYPES,
+    WEIGHT_FORMATS,
+    MemoryResult,
+    gpu_names,
+    start_verdict,
+)
 from inferopt.planning.model_specs import model_names
 from inferopt.widgets._common import error_html, esc
 
@@ -123,7 +129,7 @@ class MemoryWidget(W.VBox):
     def values(self) -> dict:
         return {k: w.value for k, w in self.controls.items()}
 
-    def set(self, **values) -> "MemoryWidget":
+    def set(self, **values) -> MemoryWidget:
         """Move several controls, then recompute once."""
         unknown = set(values) - set(self.controls)
         if unknown:
@@ -138,10 +144,16 @@ class MemoryWidget(W.VBox):
     def refresh(self) -> None:
         v = self.values()
         try:
-            r = calculate(v["model"], v["gpu"], tp=v["tp"], weight_format=v["weight_format"],
-                          kv_dtype=v["kv_dtype"], gpu_memory_utilization=round(v["gpu_memory_utilization"], 4),
-                          runtime_buffer_gib=v["runtime_buffer_gib"], max_model_len=v["max_model_len"],
-                          input_tokens=v["input_tokens"], output_tokens=v["output_tokens"])
+            verdict = start_verdict(v["model"], v["gpu"], tp=v["tp"], weight_format=v["weight_format"],
+                                    kv_dtype=v["kv_dtype"], gpu_memory_utilization=round(v["gpu_memory_utilization"], 4),
+                                    runtime_buffer_gib=v["runtime_buffer_gib"], max_model_len=v["max_model_len"],
+                                    input_tokens=v["input_tokens"], output_tokens=v["output_tokens"])
+            self.verdict = verdict
+            if not verdict.will_start:  # "will vLLM start?" is a verdict, shown as one
+                est = (f" vLLM's estimated maximum model length: {verdict.max_model_len_estimate:,}."
+                       if verdict.max_model_len_estimate else "")
+                raise CourseError(f"vLLM will not start: {verdict.reason}{est}")
+            r = verdict.result
         except CourseError as exc:
             self.result, self.error_text = None, str(exc)
             self.error_w.value = error_html(str(exc))
@@ -151,7 +163,7 @@ class MemoryWidget(W.VBox):
         self.result, self.error_text = r, None
         self.error_w.value = ""
         self.bars_w.value = bars_html(r)
-        self.readout_w.value = readout_html(r)
+        self.readout_w.value = readout_html(r) + "<p><b>vLLM starts</b> with this plan.</p>"
 
     def __repr__(self) -> str:
         if self.error_text:
