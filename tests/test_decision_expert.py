@@ -311,3 +311,20 @@ def test_memory_widget_and_planner_use_the_start_verdict():
     sc["requirements"]["gpus"] = 8
     with pytest.raises(CourseError, match="will not start on vLLM"):
         make_plan(sc)
+
+
+def test_one_slo_type_for_bench_decision_and_alerts():
+    from inferopt import slo as S
+    from inferopt.bench.metrics import SLO
+    from inferopt.monitoring.alerts import SLOs
+
+    assert SLO is S.SLO
+    s = SLO(ttft_ms=500, tpot_ms=50)
+    assert s.decision_slos() == {"ttft_p95_ms": 500, "tpot_p95_ms": 50}
+    d = diagnose({"ttft_p95_ms": 900, "tpot_p95_ms": 30}, s)
+    assert d.branch == "A" and d.failing[0]["slo"] == 500
+    a = SLOs.from_slo(s)
+    assert (a.ttft_p95_s, a.tpot_p95_s) == (0.5, 0.05) and a.slo == s
+    assert SLO.from_seconds(0.5, 0.05) == s
+    with pytest.raises(CourseError, match="unit"):
+        S.to_ms(1, "minutes")

@@ -222,6 +222,10 @@ class SLOs:
 
     @classmethod
     def from_dict(cls, d) -> SLOs:
+        from inferopt.slo import SLO
+
+        if isinstance(d, SLO):  # the course's one SLO type (inferopt.slo)
+            d = d.decision_slos()
         d = _as_dict("slos", d)
         vals = {}
         for k, v in d.items():
