@@ -257,12 +257,12 @@ def calibrate_slo(tokenizer=None, log=print):
 def run_all(names=("prefix_off", "kv_small"), *, max_steps: int = MAX_STEPS, log=print) -> dict:
     from inferopt.bench.workload import load_tokenizer
 
-    tok = load_tokenizer()
-    cal, slo = calibrate_slo(tok, log)
     table = starts()
     unknown = [n for n in names if n not in table]
-    if unknown:
+    if unknown:  # checked before any engine starts
         raise CourseError(f"unknown starting point(s) {unknown}; choose from {', '.join(table)}")
+    tok = load_tokenizer()
+    cal, slo = calibrate_slo(tok, log)
     traces = [tune(table[n], slo, tok, max_steps=max_steps, log=log) for n in names]
     return {"calibration": asdict(cal), "slo": {"ttft_p95_ms": slo.ttft_ms, "tpot_p95_ms": slo.tpot_ms},
             "traces": [t.to_dict() for t in traces]}
@@ -316,6 +316,12 @@ def _cli(args: argparse.Namespace) -> int:
     names = tuple(starts()) if args.start == "all" else tuple(s.strip() for s in args.start.split(","))
     if args.max_steps < 1:
         raise CourseError("--max-steps must be at least 1")
+    if args.json_out:
+        from pathlib import Path
+
+        parent = Path(args.json_out).resolve().parent
+        if not parent.is_dir():
+            raise CourseError(f"--json {args.json_out}: folder {parent} does not exist")
     res = run_all(names, max_steps=args.max_steps)
     print(format_trace(res))
     if args.json_out:
