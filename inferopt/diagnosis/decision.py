@@ -12,13 +12,13 @@ techniques.yaml). It answers:
   ``flags_remove`` hold the change of the one next step (the first recommendation, or the first
   tuning action when the fitting technique is already on);
 - conflicts (§3 pitfalls) among the techniques already on plus the recommended ones;
-- the next step: apply one change, then measure again.
+- the next step: apply one change, then measure again (``changes``: every concrete change in the
+  order to try them; ``undecided``: sub-branches that a missing measurement would decide).
 
 Input (plain dicts, so a benchmark summary can be passed as it is)
 ------------------------------------------------------------------
-``metrics`` (the baseline; every latency in milliseconds):
+``metrics`` (the baseline; every latency in milliseconds; every field optional):
     ttft_p95_ms, tpot_p95_ms      P95 time to first token / time per output token, ms
-                                  (required unless ``oom`` is true)
     ttft_p99_ms, tpot_p99_ms      P99 of the same, ms (optional)
     throughput_tok_s              output tokens per second, all requests together (optional)
     gpu_util                      GPU busy fraction 0..1 (optional; not a percentage)
@@ -27,8 +27,15 @@ Input (plain dicts, so a benchmark summary can be passed as it is)
                                   reported, not used by the tree: vLLM pre-allocates its pool)
     queue_len                     requests waiting (vllm:num_requests_waiting), >= 0 (optional)
     preemptions                   preempted requests in the run, >= 0 (optional)
-``slos``:
-    ttft_p95_ms, tpot_p95_ms      required, ms (e.g. {"ttft_p95_ms": 500, "tpot_p95_ms": 50})
+    kv_cache_usage                vllm:kv_cache_usage_perc, 0..1 (optional)
+    prefix_cache_hit_rate         vLLM prefix-cache hits / queries, 0..1 (optional)
+    spec_acceptance_rate          accepted / proposed draft tokens, 0..1 (optional)
+                                  (``signals_from_metrics(text)`` reads the last five from /metrics.)
+    KV pressure = preemptions > 0, or KV usage >= kv_full_usage with requests waiting: with a
+    failing SLO it sends the diagnosis to branch C (sub-branch C1).
+``slos`` (only the SLOs given are checked; the others are listed in ``not_checked``;
+an :class:`inferopt.slo.SLO` is accepted too):
+    ttft_p95_ms, tpot_p95_ms      ms (e.g. {"ttft_p95_ms": 500, "tpot_p95_ms": 50})
     ttft_p99_ms, tpot_p99_ms      optional, ms; without them the tail counts as out of control
                                   when P99 > tail_ratio (decision_tree.yaml) x P95
     throughput_tok_s              optional minimum output tokens/s
@@ -42,18 +49,26 @@ Input (plain dicts, so a benchmark summary can be passed as it is)
     num_gpus                      GPUs available to this deployment (default 1)
     lora_adapters                 number of LoRA adapters served (default 0)
     draft_model                   name of a draft model for speculative decoding, or null
+    draft_dtype                   bf16 | fp16 | fp8 | int8 | int4: the DRAFT's weights (pitfall 3.1)
+    int4_kernel                   marlin | other: what runs INT4 weights (pitfall 3.3)
+``deployment`` (optional, DEPLOYMENT_FIELDS; or ``deployment_from_plan(file)``): model, gpu, tp,
+    weight_format, kv_dtype, max_model_len, gpu_memory_utilization, kv_cache_memory_bytes, ...
+    With a model, the memory calculator decides weights_fit / kv_dominates, says whether vLLM
+    will start, sizes the KV and concurrency actions and ranks memory candidates
+    (``Diagnosis.memory["candidates"]``: "FP8 KV: +N tokens of KV, concurrency x2").
 ``techniques_on``: technique ids already in force (see ``technique_ids()``); ``None`` means
     vLLM 0.32's defaults (those marked default_on in techniques.yaml); ``[]`` means none.
 
 A benchmark summary with more keys than these: ``metrics_from_summary(summary)`` keeps the
 known fields and drops the rest (and None values).
 
-Bad input (unknown field or technique, negative or missing value, a percentage where a fraction
-is due, an SLO that looks like seconds) raises CourseError naming the field.
+Bad input (unknown field or technique, a negative value, a percentage where a fraction is due, an
+SLO that looks like seconds) raises CourseError naming the field.
 
 CLI: ``python -m inferopt diagnose --ttft-p95-ms 1800 --tpot-p95-ms 30 --slo-ttft-p95-ms 500
 --slo-tpot-p95-ms 50 --shared-prefix-frac 0.7 --json`` (or ``--input FILE`` / ``--baseline
-profile_export_aiperf.json``); ``python -m inferopt diagnose --bench`` times the engine.
+profile_export_aiperf.json`` / ``--metrics-file FILE`` / ``--metrics-url URL`` / ``--plan plan.json``
+/ ``--model ... --gpu ...``); ``python -m inferopt diagnose --bench`` times the engine.
 """
 from __future__ import annotations
 
