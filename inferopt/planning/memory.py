@@ -476,11 +476,10 @@ def add_subcommand(subparsers) -> None:
 
 def _cli(args: argparse.Namespace) -> int:
     gpu = None if args.gpu.lower() == "cpu" else args.gpu
-    kw = dict(tp=args.tp, weight_format=args.weights, kv_dtype=args.kv_dtype,
-              dtype=args.dtype, gpu_memory_utilization=args.gpu_memory_utilization,
-              runtime_buffer_gib=args.runtime_buffer_gib, max_model_len=args.max_model_len,
-              input_tokens=args.input_tokens, output_tokens=args.output_tokens,
-              block_size=args.block_size, kv_cache_memory_bytes=args.kv_cache_memory_bytes)
+    kw = {"tp": args.tp, "weight_format": args.weights, "kv_dtype": args.kv_dtype, "dtype": args.dtype,
+          "gpu_memory_utilization": args.gpu_memory_utilization, "runtime_buffer_gib": args.runtime_buffer_gib,
+          "max_model_len": args.max_model_len, "input_tokens": args.input_tokens, "output_tokens": args.output_tokens,
+          "block_size": args.block_size, "kv_cache_memory_bytes": args.kv_cache_memory_bytes}
     v = start_verdict(args.model, gpu, **kw)
     if args.json:
         out = v.result.as_dict() if v.result is not None else {}
