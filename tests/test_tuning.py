@@ -38,9 +38,9 @@ def test_each_starting_point_gets_a_first_change_from_the_decision_engine():
     d = diagnose({"ttft_p95_ms": 5000, "tpot_p95_ms": 150, "preemptions": 3, "queue_len": 2, "kv_cache_usage": 1.0},
                  slos, kv.workload, T.techniques_on(kv.extra_args), T._deployment(kv, kv.extra_args, kv.kv_cache_bytes))
     first = T._candidates(d)[0]
-    # 4 requests x 2 blocks x 1.25 + 1 null block = 11 blocks
+    # 3 requests x 2 blocks x 1.25 = 7.5 -> 8, + 1 null block = 9 blocks
     assert d.branch == "C" and first[0] == "more_kv_memory"
-    assert first[1] == ["--kv-cache-memory-bytes", str(11 * T._cpu_block_bytes())]
+    assert first[1] == ["--kv-cache-memory-bytes", str(9 * T._cpu_block_bytes())]
     px = st["prefix_off"]
     d = diagnose({"ttft_p95_ms": 5000, "tpot_p95_ms": 150, "preemptions": 0, "queue_len": 1, "kv_cache_usage": 0.2,
                   "prefix_cache_hit_rate": 0.0}, slos, px.workload, T.techniques_on(px.extra_args),

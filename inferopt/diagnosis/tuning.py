@@ -16,9 +16,9 @@
    left to try, or after ``max_steps`` changes - and say which.
 
 Starting points (small workloads, a few seconds each on 2 cores):
-- ``prefix_off``: a customer-service prompt (600 shared tokens + a 30-token question) with prefix
+- ``prefix_off``: a customer-service prompt (900 shared tokens + a 30-token question) with prefix
   caching turned off (``--no-enable-prefix-caching``): every request prefills the whole prompt.
-- ``kv_small``: 4 concurrent requests of 100 + 48 tokens with a KV budget of 3 blocks (the least
+- ``kv_small``: 3 concurrent requests of 100 + 48 tokens with a KV budget of 3 blocks (the least
   vLLM accepts for max_model_len 256): requests wait for KV blocks and get preempted.
 """
 from __future__ import annotations
@@ -54,14 +54,14 @@ def starts() -> dict:
     blk = _cpu_block_bytes()
     return {
         "prefix_off": Start(
-            "prefix_off", "prefix caching off, shared 600-token system prompt", 1024, 256 * blk,
+            "prefix_off", "prefix caching off, shared 900-token system prompt", 1024, 256 * blk,
             ("--no-enable-prefix-caching",),
-            {"prompt_tokens": 630, "output_tokens": 16, "shared_prefix_frac": 1.0, "concurrency": 2},
-            {"n": 6, "concurrency": 2, "prompt": 630, "output": 16, "shared_prefix": 600}),
+            {"prompt_tokens": 930, "output_tokens": 16, "shared_prefix_frac": 1.0, "concurrency": 2},
+            {"n": 6, "concurrency": 2, "prompt": 930, "output": 16, "shared_prefix": 900}),
         "kv_small": Start(
-            "kv_small", "KV budget of 3 blocks for 4 concurrent requests", 256, 3 * blk, (),
-            {"prompt_tokens": 100, "output_tokens": 48, "shared_prefix_frac": 0.0, "concurrency": 4},
-            {"n": 8, "concurrency": 4, "prompt": 100, "output": 48, "shared_prefix": 0}),
+            "kv_small", "KV budget of 3 blocks for 3 concurrent requests", 256, 3 * blk, (),
+            {"prompt_tokens": 100, "output_tokens": 48, "shared_prefix_frac": 0.0, "concurrency": 3},
+            {"n": 6, "concurrency": 3, "prompt": 100, "output": 48, "shared_prefix": 0}),
     }
 
 
