@@ -900,6 +900,11 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None) 
             if a.get("sized"):
                 add, remove, because = _size_action(a["sized"], facts, w, dep, mem)
                 item.update(flags_add=list(add or []), flags_remove=list(remove or []), sized_because=because)
+                gain = next((c["concurrency_factor"] for c in (mem or {}).get("candidates", [])
+                             if c["id"] == a["id"] and c["flags"] == item["flags_add"]), None)
+                if gain is not None and gain < 1.25:  # a free change that frees little comes after the techniques
+                    item["rank"] = 3
+                    item["sized_because"] += f" (frees little: concurrency x{gain:.2f})"
                 if add is None:
                     item["text"] += f" (not sized: {because})"
             actions.append(item)
