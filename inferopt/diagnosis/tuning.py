@@ -125,9 +125,8 @@ def _deployment(start: Start, args: tuple, kv_bytes: int) -> dict:
 def measure(srv, start: Start, tokenizer, slo) -> dict:
     """Run the starting point's workload once; latencies (ms) with their sample count, vLLM signals."""
     from inferopt.bench import experiments as X
-    from inferopt.bench.workload import Workload, build_requests
-
     from inferopt.bench import loadgen
+    from inferopt.bench.workload import Workload, build_requests
 
     r = start.run
     reqs = build_requests(Workload(input_tokens=r["prompt"], output_tokens=r["output"], num_requests=r["n"] + 1,
