@@ -26,7 +26,8 @@ COMMAND_MODULES = [
     "inferopt.planning.capacity",     # capacity
     "inferopt.monitoring.alerts",     # alerts
     "inferopt.monitoring.dashboard",  # dashboard
-    "inferopt.diagnosis.cli",         # diagnose
+    "inferopt.diagnosis.decision",    # diagnose
+    "inferopt.diagnosis.tuning",      # tune
     "inferopt.bench.cli",             # bench sweep | bench import
 ]
 BAD_INPUT = 2

@@ -3,7 +3,11 @@ import json
 
 import pytest
 
-from inferopt.diagnosis.baseline import from_bench_records, from_profile_export, load_baseline
+from inferopt.diagnosis.baseline import (
+    from_bench_records,
+    from_profile_export,
+    load_baseline,
+)
 from inferopt.diagnosis.decision import (
     Baseline,
     conflicts_for,
@@ -106,9 +110,15 @@ def test_A3_idle_gpu_points_at_the_cpu_side():
     assert d.next_step.startswith("Investigate")
 
 
-def test_branch_with_no_matching_sub_condition_asks_for_traits():
+def test_branch_with_no_matching_sub_condition_lists_each_sub_branch_with_its_deciding_measurement():
     d = dx({"ttft_p95_ms": 900, "tpot_p95_ms": 30})
-    assert d.branch == "A" and d.path == ["baseline", "A"] and "no sub-condition" in d.next_step
+    assert d.branch == "A" and d.path == ["baseline", "A"]
+    assert [u["id"] for u in d.undecided] == ["A1", "A2", "A3"]
+    assert "--prompt-tokens" in d.undecided[0]["decided_by"] and "--gpu-util" in d.undecided[2]["decided_by"]
+    assert all(u["id"] in d.next_step for u in d.undecided) and "no sub-condition" not in d.next_step
+    # a sub-branch that is decided (false) is not listed: only the unknown ones
+    d = dx({"ttft_p95_ms": 900, "tpot_p95_ms": 30, "gpu_util": 0.9}, {"prompt_tokens": 100})
+    assert [u["id"] for u in d.undecided] == ["A2"]
 
 
 # ---------------------------------------------------------------- branch B
@@ -135,7 +145,11 @@ def test_B3_underfed_gpu_raises_the_concurrency_cap():
     # continuous batching is always on in vLLM: then the fix is to raise its cap
     d = dx({"ttft_p95_ms": 300, "tpot_p95_ms": 80, "gpu_util": 0.3}, {"concurrency": 64}, on=["continuous_batching"])
     assert d.techniques == [] and [a["id"] for a in d.actions] == ["raise_concurrency"]
-    assert d.flags == ["--max-num-seqs", "256"] and d.next_step.startswith("Apply one change: --max-num-seqs 256")
+    # sized: twice the cap in force (vLLM's default 256 without a GPU given), not a fixed number
+    assert d.flags == ["--max-num-seqs", "512"] and d.next_step.startswith("Apply one change: --max-num-seqs 512")
+    d = diagnose({"ttft_p95_ms": 300, "tpot_p95_ms": 80, "gpu_util": 0.3}, SLO, {"concurrency": 64},
+                 ["continuous_batching"], {"max_num_seqs": 48})
+    assert d.flags == ["--max-num-seqs", "128"]
 
 
 # ---------------------------------------------------------------- branch C
@@ -148,8 +162,9 @@ def test_C1_weights_fit_so_the_kv_cache_is_the_problem():
 def test_C2_weights_do_not_fit():
     d = dx({"oom": True}, {"model_weights_gib": 130.4, "gpu_type": "H100", "num_gpus": 8})
     assert d.path == ["baseline", "C", "C2"]
-    assert d.techniques == ["int4_awq_marlin", "fp8", "tensor_parallel"]  # medium cost before high
-    tp = d.recommendations[2]["flags_add"]
+    # GPUs at hand: TP (no accuracy cost) first, then FP8 on FP8 hardware, INT4 last
+    assert d.techniques == ["tensor_parallel", "fp8", "int4_awq_marlin"]
+    tp = d.recommendations[0]["flags_add"]
     assert tp == ["--tensor-parallel-size", "4"]  # 130.4/2 = 65 > 0.8*72 = 57.6; 130.4/4 = 32.6 fits
     d1 = dx({"oom": True}, {"model_weights_gib": 130.4, "gpu_type": "A100", "num_gpus": 1})
     assert d1.techniques == ["int4_awq_marlin"] and {s["id"] for s in d1.skipped} == {"tensor_parallel", "fp8"}
@@ -174,7 +189,21 @@ def test_D1_with_chunked_prefill_on_lowers_the_chunk_budget():
            slos={**SLO, "tpot_p99_ms": 100})
     assert d.techniques == [] and [a["id"] for a in d.already_on] == ["chunked_prefill"]
     assert [a["id"] for a in d.actions] == ["smaller_prefill_chunks"]
-    assert d.flags == ["--max-num-batched-tokens", "512"]
+    # sized to the workload: below the 6000-token prompt AND below the current budget
+    assert d.flags == []  # no GPU and no current budget given: the action says what is missing
+    assert "not sized" in d.actions[0]["text"]
+    d = dx({**OK, "tpot_p99_ms": 400}, {"prompt_tokens": 1500, "gpu_type": "CPU"}, on=["chunked_prefill"],
+           slos={**SLO, "tpot_p99_ms": 100})
+    assert d.flags == ["--max-num-batched-tokens", "256"]  # CPU default is 2048: 2048 would change nothing
+    d = diagnose({**OK, "tpot_p99_ms": 400}, {**SLO, "tpot_p99_ms": 100}, {"prompt_tokens": 1500}, ["chunked_prefill"],
+                 {"gpu": "cpu", "max_num_batched_tokens": 256})
+    assert d.flags == ["--max-num-batched-tokens", "128"]  # already 256: halve it, floor max_num_seqs (128 on CPU)
+    d = diagnose({**OK, "tpot_p99_ms": 400}, {**SLO, "tpot_p99_ms": 100}, {"prompt_tokens": 1500}, ["chunked_prefill"],
+                 {"gpu": "cpu", "max_num_batched_tokens": 128})
+    assert d.flags == [] and "nothing left" in d.actions[0]["text"]
+    d = dx({**OK, "tpot_p99_ms": 400}, {"prompt_tokens": 6000, "gpu_type": "H100"}, on=["chunked_prefill"],
+           slos={**SLO, "tpot_p99_ms": 100})
+    assert d.flags == ["--max-num-batched-tokens", "1024"]  # H100 default 8192; 6000/4 -> 1024
 
 
 def test_D1_large_cluster_adds_pd_disaggregation():
@@ -184,8 +213,8 @@ def test_D1_large_cluster_adds_pd_disaggregation():
     assert "Chunked prefill" in d.next_step
 
 
-def test_D2_queues_and_preemptions_need_slo_aware_scheduling():
-    d = dx({**OK, "ttft_p99_ms": 3000, "queue_len": 12, "preemptions": 5}, {"prompt_tokens": 100})
+def test_D2_queues_need_slo_aware_scheduling():
+    d = dx({**OK, "ttft_p99_ms": 3000, "queue_len": 12, "preemptions": 0, "kv_cache_usage": 0.5}, {"prompt_tokens": 100})
     assert d.path == ["baseline", "D", "D2"]
     assert [a["id"] for a in d.actions] == ["slo_aware_scheduler"]
 
@@ -195,15 +224,18 @@ def ids(conflicts):
     return [c["id"] for c in conflicts]
 
 
-def test_3_1_spec_plus_quantization():
+def test_3_1_spec_plus_quantization_is_about_a_quantized_draft():
     draft = {"draft_model": "llama-68m"}
-    on = ["speculative_decoding", "int4_awq_marlin"]
-    assert ids(conflicts_for(on, {"gpu_type": "A100", **draft})) == ["spec_quant"]
-    assert ids(conflicts_for(["speculative_decoding", "fp8"], draft)) == ["spec_quant"]
-    assert ids(conflicts_for(["speculative_decoding"], draft)) == []
-    assert ids(conflicts_for(["speculative_decoding", "fp8"])) == []  # n-gram: no draft weights
-    c = conflicts_for(["speculative_decoding", "w8a8_smoothquant"], draft)[0]
-    assert "draft" in c["advice"] and c["techniques"] == ["speculative_decoding", "w8a8_smoothquant"]
+    # the original chapter's advice (quantize the target, keep the draft BF16) must NOT fire the warning
+    assert ids(conflicts_for(["speculative_decoding", "int4_awq_marlin"], {"gpu_type": "A100", **draft, "draft_dtype": "bf16"})) == []
+    assert ids(conflicts_for(["speculative_decoding", "fp8"], {**draft, "draft_dtype": "bf16"})) == []
+    for q in ("fp8", "int8", "int4"):
+        assert ids(conflicts_for(["speculative_decoding"], {**draft, "draft_dtype": q})) == ["spec_quant"]
+    assert ids(conflicts_for(["speculative_decoding", "fp8"], draft)) == []  # draft dtype unknown: no claim
+    assert ids(conflicts_for(["speculative_decoding"], {"draft_dtype": "int4"})) == []  # n-gram: no draft weights
+    c = conflicts_for(["speculative_decoding"], {**draft, "draft_dtype": "int4"})[0]
+    assert "draft" in c["advice"] and c["avoid_flags"][0] == "--speculative-config"
+    assert json.loads(c["avoid_flags"][1])["quantization"] is None
 
 
 def test_3_2_spec_at_high_concurrency():
@@ -213,8 +245,7 @@ def test_3_2_spec_at_high_concurrency():
 
 
 def test_3_3_int4_small_batch_without_marlin():
-    assert ids(conflicts_for(["int4_awq_marlin"], {"gpu_type": "T4", "concurrency": 1})) == \
-        ["int4_small_batch_no_marlin"]
+    assert ids(conflicts_for(["int4_awq_marlin"], {"gpu_type": "T4", "concurrency": 1})) == ["int4_small_batch_no_marlin"]
     assert ids(conflicts_for(["int4_awq_marlin"], {"gpu_type": "A100", "concurrency": 1})) == []
     assert ids(conflicts_for(["int4_awq_marlin"], {"gpu_type": "T4", "concurrency": 64})) == []
 
@@ -231,7 +262,8 @@ def test_3_5_multi_lora_prefix_cache():
 
 def test_a_recommendation_that_conflicts_is_flagged_as_such():
     # B2 recommends speculation while INT4 is on: pitfall 3.1 caused by the recommendation
-    d = dx({"ttft_p95_ms": 300, "tpot_p95_ms": 80}, {"concurrency": 2, "gpu_type": "A100", "draft_model": "d"},
+    d = dx({"ttft_p95_ms": 300, "tpot_p95_ms": 80}, {"concurrency": 2, "gpu_type": "A100", "draft_model": "d",
+                                                     "draft_dtype": "int8"},
            on=["int4_awq_marlin", "paged_attention"])
     assert d.techniques == ["speculative_decoding"]
     assert ids(d.conflicts) == ["spec_quant", "paged_kv_spec"]
@@ -252,8 +284,7 @@ def test_default_techniques_on_are_vllms_defaults():
 
 
 def test_next_step_is_one_change_then_measure_again():
-    d = dx({"ttft_p95_ms": 2000, "tpot_p95_ms": 30},
-           {"prompt_tokens": 8000, "shared_prefix_frac": 0.8, "gpu_type": "H100"})
+    d = dx({"ttft_p95_ms": 2000, "tpot_p95_ms": 30}, {"prompt_tokens": 8000, "shared_prefix_frac": 0.8, "gpu_type": "H100"})
     assert d.techniques == ["chunked_prefill", "prefix_cache", "fp8"]  # low cost before medium
     assert d.next_step.startswith("Apply one change: Chunked prefill")
     assert "benchmark again" in d.next_step
@@ -262,17 +293,16 @@ def test_next_step_is_one_change_then_measure_again():
 # ---------------------------------------------------------------- bad input
 @pytest.mark.parametrize("metrics, slos, workload, on, match", [
     ({"ttft_p95_ms": -1, "tpot_p95_ms": 30}, SLO, None, [], r"metrics\.ttft_p95_ms: -1.* negative"),
-    ({"tpot_p95_ms": 30}, SLO, None, [], r"metrics\.ttft_p95_ms: missing"),
     ({"ttft_p95_ms": 100, "tpot_p95_ms": 30, "gpu_util": 85}, SLO, None, [], r"metrics\.gpu_util: .*fraction"),
-    ({"ttft_p95_s": 1.0, "tpot_p95_ms": 30}, SLO, None, [],
-     r"metrics\.ttft_p95_s: unknown field \(give it in milliseconds"),
+    ({"ttft_p95_s": 1.0, "tpot_p95_ms": 30}, SLO, None, [], r"metrics\.ttft_p95_s: unknown field \(give it in milliseconds"),
     ({"ttft_p95_ms": "fast", "tpot_p95_ms": 30}, SLO, None, [], r"metrics\.ttft_p95_ms: 'fast' is not a number"),
     ({"ttft_p95_ms": float("nan"), "tpot_p95_ms": 30}, SLO, None, [], r"metrics\.ttft_p95_ms: nan"),
     ({"oom": "yes"}, SLO, None, [], r"metrics\.oom"),
     (OK, {"ttft_p95_ms": 0.5, "tpot_p95_ms": 50}, None, [], r"slos\.ttft_p95_ms: 0\.5 ms looks like seconds"),
-    (OK, {"ttft_p95_s": 0.5, "tpot_p95_ms": 50}, None, [],
-     r"slos\.ttft_p95_s: unknown field \(give it in milliseconds as ttft_p95_ms\)"),
-    (OK, {"ttft_p95_ms": 500}, None, [], r"slos\.tpot_p95_ms: missing"),
+    (OK, {"ttft_p95_s": 0.5, "tpot_p95_ms": 50}, None, [], r"slos\.ttft_p95_s: unknown field \(give it in milliseconds as ttft_p95_ms\)"),
+    (OK, SLO, {"draft_dtype": "int3"}, [], r"workload\.draft_dtype: 'int3' is not one of"),
+    (OK, SLO, {"int4_kernel": "exllama"}, [], r"workload\.int4_kernel"),
+    (OK, SLO, {"concurrency": 2}, [], None),
     (OK, {"ttft_p95_ms": 500, "tpot_p95_ms": 0}, None, [], r"slos\.tpot_p95_ms: 0"),
     (OK, SLO, {"shared_prefix_frac": 70}, [], r"workload\.shared_prefix_frac"),
     (OK, SLO, {"concurrency": 2.5}, [], r"workload\.concurrency: 2\.5 is not a whole number"),
@@ -284,6 +314,9 @@ def test_next_step_is_one_change_then_measure_again():
     ([1, 2], SLO, None, [], r"metrics: expected a dict"),
 ])
 def test_bad_input_names_the_field(metrics, slos, workload, on, match):
+    if match is None:  # the control case: the same call with good input passes
+        diagnose(metrics, slos, workload, on)
+        return
     with pytest.raises(CourseError, match=match):
         diagnose(metrics, slos, workload, on)
 
@@ -327,8 +360,7 @@ def test_profile_export_converts_seconds_and_rejects_odd_units():
                                           "inter_token_latency": {"unit": "us", "p95": 35000}}})
     assert m == {"ttft_p95_ms": 800.0, "tpot_p95_ms": 35.0}
     with pytest.raises(CourseError, match=r"time_to_first_token\.unit"):
-        from_profile_export({"time_to_first_token": {"unit": "furlongs", "p95": 1},
-                             "inter_token_latency": {"unit": "ms", "p95": 1}})
+        from_profile_export({"time_to_first_token": {"unit": "furlongs", "p95": 1}, "inter_token_latency": {"unit": "ms", "p95": 1}})
     with pytest.raises(CourseError, match="inter_token_latency.p95"):
         from_profile_export({"time_to_first_token": {"unit": "ms", "p95": 1}})
 
@@ -343,8 +375,7 @@ def test_bench_json_lines_pick_the_labelled_or_last_run(tmp_path):
     assert load_baseline(p, label="baseline") == {"ttft_p95_ms": 900, "tpot_p95_ms": 30}
     assert load_baseline(p, label="sweep") == {"ttft_p95_ms": 700, "tpot_p95_ms": 40}
     # per-request lines of inferopt.bench.results are not summaries
-    other = {"type": "request", "run": "sweep", "ttft_p95_ms": 1}
-    assert from_bench_records(recs + [other], "sweep")["ttft_p95_ms"] == 700
+    assert from_bench_records(recs + [{"type": "request", "run": "sweep", "ttft_p95_ms": 1}], "sweep")["ttft_p95_ms"] == 700
     with pytest.raises(CourseError, match="label 'nope'"):
         from_bench_records(recs, label="nope")
     q = tmp_path / "profile_export_aiperf.json"

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from inferopt.diagnosis import cli as decision_cli
+from inferopt.diagnosis import decision
 from inferopt.errors import CourseError
 from inferopt.paths import REPO_ROOT
 
@@ -16,7 +16,7 @@ BASE = ["--slo-ttft-p95-ms", "500", "--slo-tpot-p95-ms", "50"]
 def run(argv, capsys):
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="command", required=True)
-    decision_cli.add_subcommand(sub)
+    decision.add_subcommand(sub)
     args = ap.parse_args(["diagnose", *argv])
     rc = args.func(args)
     return rc, capsys.readouterr().out
@@ -38,16 +38,17 @@ def test_oom_and_gpu_options(capsys):
     rc, out = run(["--oom", *BASE, "--model-weights-gib", "130", "--gpu-type", "A100", "--num-gpus", "4",
                    "--on", "none", "--json"], capsys)
     d = json.loads(out)
-    assert d["branch"] == "C" and d["techniques"] == ["int4_awq_marlin", "tensor_parallel"]
-    assert d["flags"] == ["--quantization", "awq_marlin"]  # the one next change
-    assert d["recommendations"][1]["flags_add"] == ["--tensor-parallel-size", "4"]
+    # 4 GPUs at hand: tensor parallelism before INT4 (A100 has no FP8)
+    assert d["branch"] == "C" and d["techniques"] == ["tensor_parallel", "int4_awq_marlin"]
+    assert d["flags"] == ["--tensor-parallel-size", "4"]  # the one next change
+    assert d["recommendations"][1]["flags_add"] == ["--quantization", "awq_marlin"]
 
 
 def test_input_file_and_options_override_it(tmp_path, capsys):
     f = tmp_path / "case.yaml"
     f.write_text("metrics: {ttft_p95_ms: 300, tpot_p95_ms: 80}\n"
                  "slos: {ttft_p95_ms: 500, tpot_p95_ms: 50}\n"
-                 "workload: {concurrency: 2, draft_model: tiny-draft}\n"
+                 "workload: {concurrency: 2, draft_model: tiny-draft, draft_dtype: int4}\n"
                  "techniques_on: [paged_attention, int4_awq_marlin]\n")
     d = json.loads(run(["--input", str(f), "--json"], capsys)[1])
     assert d["techniques"] == ["speculative_decoding"]
@@ -61,21 +62,18 @@ def test_baseline_from_an_aiperf_export(tmp_path, capsys):
     f = tmp_path / "profile_export_aiperf.json"
     f.write_text(json.dumps({"time_to_first_token": {"unit": "ms", "p95": 700.0, "p99": 900.0},
                              "inter_token_latency": {"unit": "ms", "p95": 20.0, "p99": 30.0}}))
-    argv = ["--baseline", str(f), *BASE, "--shared-prefix-frac", "0.5", "--on", "none", "--json"]
-    d = json.loads(run(argv, capsys)[1])
+    d = json.loads(run(["--baseline", str(f), *BASE, "--shared-prefix-frac", "0.5", "--on", "none", "--json"], capsys)[1])
     assert d["branch"] == "A" and d["failing"][0]["value"] == 700.0
 
 
 def test_text_output_is_readable(capsys):
-    rc, out = run(["--ttft-p95-ms", "1800", "--tpot-p95-ms", "30", *BASE, "--shared-prefix-frac", "0.7",
-                   "--on", "none"], capsys)
+    rc, out = run(["--ttft-p95-ms", "1800", "--tpot-p95-ms", "30", *BASE, "--shared-prefix-frac", "0.7", "--on", "none"], capsys)
     assert "branch: [A]" in out and "try prefix_cache" in out and out.rstrip().splitlines()[-1].startswith("next:")
 
 
 def test_bad_input_is_a_course_error(tmp_path, capsys):
     with pytest.raises(CourseError, match=r"slos\.ttft_p95_ms: 0\.5 ms looks like seconds"):
-        run(["--ttft-p95-ms", "1800", "--tpot-p95-ms", "30", "--slo-ttft-p95-ms", "0.5",
-             "--slo-tpot-p95-ms", "50"], capsys)
+        run(["--ttft-p95-ms", "1800", "--tpot-p95-ms", "30", "--slo-ttft-p95-ms", "0.5", "--slo-tpot-p95-ms", "50"], capsys)
     f = tmp_path / "bad.json"
     f.write_text('{"metrics": {}, "slo": {}}')
     with pytest.raises(CourseError, match=r"unknown top-level key\(s\) \['slo'\]"):
@@ -96,6 +94,5 @@ def test_the_real_command_line():
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["techniques"] == ["speculative_decoding"]
-    r = subprocess.run(cmd[:-3] + ["--on", "flux_capacitor"], capture_output=True, text=True, cwd=REPO_ROOT,
-                       timeout=120)
+    r = subprocess.run(cmd[:-3] + ["--on", "flux_capacitor"], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
     assert r.returncode == 2 and "unknown technique 'flux_capacitor'" in r.stderr and "Traceback" not in r.stderr

@@ -80,7 +80,7 @@ def test_gpu_classes_decide_fp8_and_marlin():
 def test_decision_tree_has_the_four_branches_and_their_sub_conditions():
     tree = knowledge.load("decision_tree")
     got = {b["id"]: [c["id"] for c in b["conditions"]] for b in tree["branches"]}
-    assert got == {"A": ["A1", "A2", "A3"], "B": ["B1", "B2", "B3"], "C": ["C1", "C2"], "D": ["D1", "D2"]}
+    assert got == {"A": ["A1", "A2", "A3"], "B": ["B1", "B2", "B4", "B3"], "C": ["C2", "C1"], "D": ["D1", "D2"]}
     assert [m["id"] for m in tree["baseline"]["metrics"]] == ["ttft", "tpot", "throughput", "memory", "gpu_util"]
 
 
@@ -154,12 +154,35 @@ def test_every_technique_flag_parses_with_vllms_parser(vllm_parser):
                 assert ns.attention_backend in AttentionBackendEnum.__members__, (t.id, ns.attention_backend)
 
 
-def test_every_action_flag_in_the_tree_parses(vllm_parser):
-    flagged = [a for b in knowledge.load("decision_tree")["branches"] for c in b["conditions"]
-               for a in c["actions"] if a.get("flags")]
-    assert {a["id"] for a in flagged} == {"raise_concurrency", "smaller_prefill_chunks"}
-    for a in flagged:
-        _parse(vllm_parser, a["flags"])
+def test_every_sized_action_flag_parses(vllm_parser):
+    """Each sized action of the tree, computed for a case that sizes it, parses with vLLM's parser;
+    every pitfall's avoid_flags too."""
+    from inferopt.diagnosis.decision import diagnose
+
+    sized = {a["id"]: a["sized"] for b in knowledge.load("decision_tree")["branches"] for c in b["conditions"]
+             for a in c["actions"] if a.get("sized")}
+    assert set(sized) == {"more_kv_memory", "cap_concurrency", "spec_off", "raise_concurrency", "smaller_prefill_chunks"}
+    slo = {"ttft_p95_ms": 500, "tpot_p95_ms": 50}
+    cpu = {"model": "smollm2-135m-instruct", "gpu": "cpu", "kv_cache_memory_bytes": 100_270_080, "max_model_len": 2048}
+    cases = {
+        "more_kv_memory": ({"ttft_p95_ms": 900, "preemptions": 9}, {"prompt_tokens": 100, "output_tokens": 60,
+                                                                    "concurrency": 12}, None, cpu),
+        "cap_concurrency": ({"ttft_p95_ms": 900, "preemptions": 9}, {"prompt_tokens": 100, "output_tokens": 60,
+                                                                     "concurrency": 12}, None, cpu),
+        "spec_off": ({"ttft_p95_ms": 100, "tpot_p95_ms": 90, "spec_acceptance_rate": 0.1}, {"concurrency": 32},
+                     ["speculative_decoding"], None),
+        "raise_concurrency": ({"ttft_p95_ms": 100, "tpot_p95_ms": 90, "gpu_util": 0.2}, {"concurrency": 64},
+                              ["continuous_batching"], None),
+        "smaller_prefill_chunks": ({"ttft_p95_ms": 100, "tpot_p95_ms": 30, "tpot_p99_ms": 900}, {"prompt_tokens": 1500},
+                                   ["chunked_prefill"], {"gpu": "cpu"}),
+    }
+    for aid, (m, w, on, dep) in cases.items():
+        d = diagnose(m, slo, w, on, dep)
+        act = next(a for a in d.actions if a["id"] == aid)
+        assert act["flags_add"] or act["flags_remove"], (aid, act)
+        _parse(vllm_parser, act["flags_add"])
+    for p in knowledge.load("pitfalls")["pitfalls"]:
+        _parse(vllm_parser, p["avoid_flags"])
 
 
 def test_parser_really_rejects_bad_flags(vllm_parser):

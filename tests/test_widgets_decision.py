@@ -18,7 +18,7 @@ def test_tree_figure_highlights_exactly_the_path():
     nodes = fig.data[2]
     hot = [t for t, c in zip(nodes.text, nodes.marker.color, strict=True) if c == "#d35400"]
     assert sorted(hot) == ["B", "B2", "baseline"]
-    assert len(nodes.text) == 1 + 4 + 10  # baseline, 4 branches, 10 sub-conditions
+    assert len(nodes.text) == 1 + 4 + 11  # baseline, 4 branches, 11 sub-conditions
     leaf_text = [t for t in fig.data[3].text if "<b>speculative_decoding</b>" in t]
     assert len(leaf_text) == 1
     assert "branch B" in fig.layout.title.text

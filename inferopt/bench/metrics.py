@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from inferopt.errors import CourseError
+from inferopt.slo import PERCENTILES, SLO
 
-PERCENTILES = (50, 90, 95, 99)
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
 
 
@@ -62,54 +62,8 @@ class RequestRecord:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
-@dataclass(frozen=True)
-class SLO:
-    """Service-level objectives in milliseconds, judged at one percentile (default P95).
-
-    ``None`` means no objective for that metric."""
-    ttft_ms: float | None = None
-    tpot_ms: float | None = None
-    e2e_ms: float | None = None
-    percentile: int = 95
-
-    def __post_init__(self):
-        for name in ("ttft_ms", "tpot_ms", "e2e_ms"):
-            v = getattr(self, name)
-            if v is not None and (not isinstance(v, (int, float)) or v <= 0):
-                raise CourseError(f"SLO {name}={v!r}: give a positive number of milliseconds or None")
-        if self.percentile not in PERCENTILES:
-            raise CourseError(f"SLO percentile={self.percentile}: use one of {PERCENTILES}")
-
-    def items(self):
-        """(metric, threshold_ms) pairs that are set."""
-        return [(m, getattr(self, f"{m}_ms")) for m in ("ttft", "tpot", "e2e") if getattr(self, f"{m}_ms") is not None]
-
-    def request_meets(self, rec: RequestRecord) -> bool:
-        """Did this one request meet every objective? (the goodput rule)"""
-        if not rec.ok:
-            return False
-        for metric, limit in self.items():
-            value = {"ttft": rec.ttft_s, "e2e": rec.e2e_s, "tpot": rec.tpot_s}[metric]
-            if value is not None and value * 1000.0 > limit:
-                return False
-        return True
-
-    def summary_meets(self, summary: dict) -> bool:
-        """Does a summary meet every objective at this SLO's percentile?"""
-        return not self.violations(summary)
-
-    def violations(self, summary: dict) -> list[str]:
-        """Human-readable list of the objectives a summary misses (empty when all are met)."""
-        out = []
-        for metric, limit in self.items():
-            key = f"{metric}_p{self.percentile}_ms"
-            value = summary.get(key)
-            if value is None or (isinstance(value, float) and math.isnan(value)) or value > limit:
-                out.append(f"{metric.upper()} P{self.percentile} {_fmt(value)} ms > {limit:g} ms")
-        return out
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+# The SLO type lives in inferopt.slo (shared by the benchmark, the decision engine and the alerts);
+# ``from inferopt.bench.metrics import SLO`` keeps working and gives the same class.
 
 
 def _fmt(v) -> str:

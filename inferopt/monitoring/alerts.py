@@ -89,6 +89,23 @@ class SLOs:
     def as_dict(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def from_slo(cls, slo, **alerting) -> SLOs:
+        """Alert thresholds from the course's one SLO type (:class:`inferopt.slo.SLO`, ms): the
+        seconds Prometheus wants come from ``inferopt.slo.ms_to_s``, the one unit conversion."""
+        from inferopt.slo import ms_to_s
+
+        if slo.ttft_ms is None or slo.tpot_ms is None:
+            raise CourseError("alerts need both a TTFT and a TPOT objective (SLO(ttft_ms=..., tpot_ms=...)).")
+        return cls(ttft_p95_s=ms_to_s(slo.ttft_ms), tpot_p95_s=ms_to_s(slo.tpot_ms), **alerting)
+
+    @property
+    def slo(self):
+        """The same objectives as the course's one SLO type (ms, P95)."""
+        from inferopt.slo import SLO
+
+        return SLO.from_seconds(self.ttft_p95_s, self.tpot_p95_s)
+
 
 def histogram_bounds(metric: str) -> list:
     """Finite bucket upper bounds (seconds) vLLM 0.32 exposes for ``metric`` (from the spec)."""

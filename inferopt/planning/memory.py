@@ -365,6 +365,64 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
         warnings=warnings)
 
 
+@dataclass
+class StartVerdict:
+    """"Will vLLM start?" for one plan, the way vLLM 0.32 decides it at start-up.
+
+    ``will_start`` is false when the weights (+ runtime buffer) do not fit in the usable memory, or
+    when the KV budget cannot hold one request of ``max_model_len`` (vLLM's ValueError "To serve at
+    least one request with the model's max seq len ..."). ``max_model_len_estimate`` is the figure
+    vLLM prints in that error ("the estimated maximum model length is N"): the longest request the
+    KV budget holds, (blocks - 1 null block) x block size; None when the weights do not fit at all.
+    ``result`` is the full :class:`MemoryResult` when the engine starts, else None."""
+    will_start: bool
+    reason: str
+    weights_fit: bool
+    weights_gib_per_gpu: float
+    max_model_len: int
+    max_model_len_estimate: int | None
+    kv_budget_bytes_per_gpu: int | None
+    num_blocks: int | None
+    advice: str
+    result: MemoryResult | None = None
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("result")
+        return d
+
+
+def start_verdict(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", **kw) -> StartVerdict:
+    """``calculate`` as a verdict instead of an error: will vLLM start with this plan, and if not, why
+    and what max_model_len it would accept. Same arguments as :func:`calculate`."""
+    spec = model if isinstance(model, ModelSpec) else load_spec(model)
+    try:
+        r = calculate(spec, gpu, **kw)
+    except CourseError as exc:
+        msg = str(exc)
+        tp = kw.get("tp", 1)
+        wf = kw.get("weight_format", "bf16")
+        wb = weight_bytes(spec, wf, kw.get("int4_group_size", 128))
+        norms_b = spec.params().norms * (4 if wf == "fp32" else 2)
+        w_gpu = ((wb["total"] - norms_b) / tp + norms_b) / GiB
+        mml = kw.get("max_model_len") or spec.max_position_embeddings or 2048
+        if "does not fit" in msg:
+            return StartVerdict(False, msg, False, w_gpu, mml, None, None, None,
+                                "Raise TP, choose a smaller weight format (fp8, int4), or a GPU with more memory.")
+        if "cannot hold one request" in msg:
+            # recompute the block arithmetic the error reports
+            probe = calculate(spec, gpu, **{**kw, "max_model_len": (kw.get("block_size") or (GPU_BLOCK_SIZE if gpu else CPU_BLOCK_SIZE))})
+            est = max(0, (probe.num_blocks - 1) * probe.block_size)
+            advice = (f"Lower --max-model-len to at most {est}" if est > 0 else "Nothing fits") + \
+                     ", or give the KV cache more memory (--kv-cache-memory-bytes, a higher --gpu-memory-utilization, smaller weights, larger TP)."
+            return StartVerdict(False, msg, True, w_gpu, mml, est or None, probe.kv_budget_bytes_per_gpu,
+                                probe.num_blocks, advice)
+        raise
+    return StartVerdict(True, "the weights fit and the KV budget holds at least one max_model_len request",
+                        True, r.weights_gib_per_gpu, r.max_model_len, None, r.kv_budget_bytes_per_gpu,
+                        r.num_blocks, "", r)
+
+
 def cpu_engine_prediction(kv_cache_gib: float = 1.0, max_model_len: int = 2048, dtype: str = "float32",
                           kv_dtype: str = "auto", model="smollm2-135m-instruct") -> MemoryResult:
     """What the course's CPU engine (inferopt.serving.engine.VLLMServer) will log at start-up.
@@ -419,11 +477,21 @@ def add_subcommand(subparsers) -> None:
 
 def _cli(args: argparse.Namespace) -> int:
     gpu = None if args.gpu.lower() == "cpu" else args.gpu
-    r = calculate(args.model, gpu, tp=args.tp, weight_format=args.weights, kv_dtype=args.kv_dtype,
-                  dtype=args.dtype, gpu_memory_utilization=args.gpu_memory_utilization,
-                  runtime_buffer_gib=args.runtime_buffer_gib, max_model_len=args.max_model_len,
-                  input_tokens=args.input_tokens, output_tokens=args.output_tokens,
-                  block_size=args.block_size, kv_cache_memory_bytes=args.kv_cache_memory_bytes)
+    kw = {"tp": args.tp, "weight_format": args.weights, "kv_dtype": args.kv_dtype, "dtype": args.dtype,
+          "gpu_memory_utilization": args.gpu_memory_utilization, "runtime_buffer_gib": args.runtime_buffer_gib,
+          "max_model_len": args.max_model_len, "input_tokens": args.input_tokens, "output_tokens": args.output_tokens,
+          "block_size": args.block_size, "kv_cache_memory_bytes": args.kv_cache_memory_bytes}
+    v = start_verdict(args.model, gpu, **kw)
+    if args.json:
+        out = v.result.as_dict() if v.result is not None else {}
+        out.update({"will_start": v.will_start, "max_model_len_estimate": v.max_model_len_estimate,
+                    "start_reason": v.reason, "start_advice": v.advice,
+                    "weights_fit": v.weights_fit})
+        print(json.dumps(out, indent=2, sort_keys=True))
+        return 0
+    if not v.will_start:
+        raise CourseError(f"vLLM will not start: {v.reason}")
+    r = v.result
     if args.json:
         print(json.dumps(r.as_dict(), indent=2, sort_keys=True))
     else:

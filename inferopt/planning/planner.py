@@ -28,7 +28,7 @@ from pathlib import Path
 from inferopt import assets
 from inferopt.errors import CourseError
 from inferopt.planning import capacity as cap
-from inferopt.planning.memory import GB, GiB, MemoryResult, calculate, kv_bytes_per_request
+from inferopt.planning.memory import GB, GiB, MemoryResult, calculate, kv_bytes_per_request, start_verdict
 from inferopt.planning.model_specs import load_spec
 
 _pos = {"type": "number", "exclusiveMinimum": 0}
@@ -233,6 +233,7 @@ class DeploymentPlan:
             "kv_bytes_per_token_per_gpu": m.kv_bytes_per_token_per_gpu,
             "kv_cache_tokens": m.kv_cache_tokens,
             "max_model_len": m.max_model_len,
+            "will_start": True,
             "max_concurrency": round(m.max_concurrency, 2),
             "max_concurrency_4k": round(self.memory_seed_4k.max_concurrency, 2),
             "max_concurrency_workload": round(m.max_concurrency_workload, 2),
@@ -264,7 +265,12 @@ def make_plan(scenario="llama3-70b-chat") -> DeploymentPlan:
                   kv_dtype=pl["kv_cache_dtype"], gpu_memory_utilization=pl["gpu_memory_utilization"],
                   runtime_buffer_gib=pl.get("runtime_buffer_gib", 5.0),
                   input_tokens=req["input_tokens"], output_tokens=req["output_tokens"])
-    mem = calculate(req["model"], req["gpu"], max_model_len=pl.get("max_model_len"), **common)
+    verdict = start_verdict(req["model"], req["gpu"], max_model_len=pl.get("max_model_len"), **common)
+    if not verdict.will_start:  # the plan must start before anything else can be judged
+        est = (f" (vLLM's estimated maximum model length: {verdict.max_model_len_estimate})"
+               if verdict.max_model_len_estimate else "")
+        raise CourseError(f"this plan will not start on vLLM: {verdict.reason}{est}. {verdict.advice}")
+    mem = verdict.result
     seed = sc.get("seed_estimate") or {}
     seed_len = int(seed.get("request_tokens", 4096))
     mem4k = calculate(req["model"], req["gpu"], max_model_len=seed_len, **common)

@@ -126,6 +126,21 @@ def parse_startup_log(text: str) -> StartupFacts:
 
 
 # ---------------------------------------------------------------- the server
+_ROOT_CAUSE = re.compile(r"\b((?:ValueError|RuntimeError|torch\.OutOfMemoryError|NotImplementedError|TypeError)"
+                         r": .+?)\s*$", re.MULTILINE)
+
+
+def root_cause(log: str) -> str | None:
+    """vLLM's own root-cause sentence from a start-up log: the last ``ValueError: ...`` (or another
+    error) line that is not the generic "Engine core initialization failed" wrapper; None if absent."""
+    found = [m.group(1).strip() for m in _ROOT_CAUSE.finditer(log)
+             if "Engine core initialization failed" not in m.group(1)]
+    if not found:
+        return None
+    values = [f for f in found if f.startswith("ValueError")]
+    return (values or found)[-1]
+
+
 class VLLMServer(ManagedProcess):
     """A vLLM OpenAI-compatible server started as a subprocess and stopped reliably.
 
@@ -274,6 +289,11 @@ class VLLMServer(ManagedProcess):
                     hint = f"The model could not be found: check the path or run {PREPARE_COMMAND}. "
                 elif "Address already in use" in tail:
                     hint = "The port was taken while the engine started: try again (a free port is picked each time). "
+                root = root_cause(self.log_path.read_text(errors="replace"))
+                advice = self._memory_advice() if root and "max seq len" in root else ""
+                if root:
+                    raise CourseError(f"vLLM refused to start: {root}" + (f" {advice}" if advice else "")
+                                      + f" {hint}(log: {self.log_path})")
                 raise CourseError(f"the vLLM server exited during start-up (exit code {code}). {hint}"
                                   f"Last lines of {self.log_path}:\n{tail}")
             try:
@@ -291,6 +311,22 @@ class VLLMServer(ManagedProcess):
                 last_print = int(waited) // 5
                 print(f"\rstarting vLLM ({self.kind}) ... {waited:.0f} s", end="", flush=True)
             time.sleep(0.5)
+
+    def _memory_advice(self) -> str:
+        """The memory calculator's verdict for this server's KV budget (CPU engine, default model)."""
+        if self.kv_cache_gib is None or self.kind != "cpu":
+            return ""
+        try:
+            from inferopt.planning.memory import CPU_BLOCK_SIZE, GiB, start_verdict
+
+            v = start_verdict("smollm2-135m-instruct", None, weight_format="fp32" if (self.dtype or "float32") == "float32"
+                              else "bf16", dtype=self.dtype or "float32", max_model_len=self.max_model_len,
+                              kv_cache_memory_bytes=int(self.kv_cache_gib * GiB), block_size=CPU_BLOCK_SIZE)
+        except CourseError:
+            return ""
+        if v.will_start:
+            return "The memory calculator expected this budget to fit; compare it with the log."
+        return f"The memory calculator agrees: {v.advice}"
 
     def stop(self) -> None:
         """Stop the whole process group (SIGTERM, then SIGKILL after 10 s) and forget the pid file."""

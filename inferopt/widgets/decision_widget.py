@@ -18,6 +18,7 @@ from inferopt.diagnosis.decision import Diagnosis, diagnose
 from inferopt.errors import CourseError
 from inferopt.planning import gpu_catalog
 from inferopt.widgets._common import error_html, esc
+from inferopt.widgets.deployment_inputs import DeploymentInputs
 
 GREY, HOT, OK_COLOR = "#b0b7bf", "#d35400", "#1e8449"
 
@@ -186,6 +187,8 @@ class DecisionWidget(W.VBox):
                     col([*self.work_w.values(), self.gpu_w], "Workload (0 = unknown)"),
                     col([self.on_w], "Techniques already on")]),
             W.HBox([self.file_w, self.load_w]), self.error_w, self.plot_w, self.result_w])
+        self.deployment_w = DeploymentInputs(on_change=self.refresh)  # the deployment, a separate group
+        self.children = (*self.children, self.deployment_w)
         self.refresh()
 
     # the inputs as the engine's dicts (0 in an optional field = not given)
@@ -200,7 +203,8 @@ class DecisionWidget(W.VBox):
         workload.setdefault("num_gpus", 1)
         if self.gpu_w.value != "(unknown)":
             workload["gpu_type"] = self.gpu_w.value
-        return {"metrics": metrics, "slos": slos, "workload": workload, "techniques_on": list(self.on_w.value)}
+        return {"metrics": metrics, "slos": slos, "workload": workload, "techniques_on": list(self.on_w.value),
+                "deployment": self.deployment_w.value() if hasattr(self, "deployment_w") else None}
 
     def set_inputs(self, metrics=None, slos=None, workload=None, techniques_on=None) -> DecisionWidget:
         """Set inputs from dicts (fields not named keep their value; the widget updates once)."""
@@ -228,7 +232,7 @@ class DecisionWidget(W.VBox):
 
     def load_file(self, path: str) -> None:
         """Read metrics from a benchmark file into the baseline fields (errors shown in the widget)."""
-        from inferopt.diagnosis.baseline import load_baseline
+        from inferopt.bench.results import load_baseline
 
         try:
             metrics = load_baseline(path.strip())
@@ -255,6 +259,7 @@ class DecisionWidget(W.VBox):
         self.error_text, self.diagnosis = None, d
         self.error_w.value = ""
         self.result_w.value = diagnosis_html(d)
+        self.deployment_w.show(d)
         new = tree_figure(d)
         with self.plot_w.batch_update():
             for old_trace, new_trace in zip(self.plot_w.data, new.data, strict=True):

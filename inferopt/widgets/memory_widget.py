@@ -19,8 +19,8 @@ from inferopt.planning.memory import (
     KV_DTYPES,
     WEIGHT_FORMATS,
     MemoryResult,
-    calculate,
     gpu_names,
+    start_verdict,
 )
 from inferopt.planning.model_specs import model_names
 from inferopt.widgets._common import error_html, esc
@@ -144,10 +144,16 @@ class MemoryWidget(W.VBox):
     def refresh(self) -> None:
         v = self.values()
         try:
-            r = calculate(v["model"], v["gpu"], tp=v["tp"], weight_format=v["weight_format"],
-                          kv_dtype=v["kv_dtype"], gpu_memory_utilization=round(v["gpu_memory_utilization"], 4),
-                          runtime_buffer_gib=v["runtime_buffer_gib"], max_model_len=v["max_model_len"],
-                          input_tokens=v["input_tokens"], output_tokens=v["output_tokens"])
+            verdict = start_verdict(v["model"], v["gpu"], tp=v["tp"], weight_format=v["weight_format"],
+                                    kv_dtype=v["kv_dtype"], gpu_memory_utilization=round(v["gpu_memory_utilization"], 4),
+                                    runtime_buffer_gib=v["runtime_buffer_gib"], max_model_len=v["max_model_len"],
+                                    input_tokens=v["input_tokens"], output_tokens=v["output_tokens"])
+            self.verdict = verdict
+            if not verdict.will_start:  # "will vLLM start?" is a verdict, shown as one
+                est = (f" vLLM's estimated maximum model length: {verdict.max_model_len_estimate:,}."
+                       if verdict.max_model_len_estimate else "")
+                raise CourseError(f"vLLM will not start: {verdict.reason}{est}")
+            r = verdict.result
         except CourseError as exc:
             self.result, self.error_text = None, str(exc)
             self.error_w.value = error_html(str(exc))
@@ -157,7 +163,7 @@ class MemoryWidget(W.VBox):
         self.result, self.error_text = r, None
         self.error_w.value = ""
         self.bars_w.value = bars_html(r)
-        self.readout_w.value = readout_html(r)
+        self.readout_w.value = readout_html(r) + "<p><b>vLLM starts</b> with this plan.</p>"
 
     def __repr__(self) -> str:
         if self.error_text:

@@ -1,0 +1,339 @@
+"""A live tuning loop: start vLLM badly configured, measure, diagnose, change ONE flag, measure again.
+
+``python -m inferopt tune [--start prefix_off|kv_small|all] [--max-steps 4] [--json FILE]``
+
+1. Calibrate: start the engine in a good configuration and measure idle TTFT/TPOT
+   (:func:`inferopt.bench.lesson.calibrate`); the SLOs are the lesson SLOs of this machine
+   (:func:`inferopt.bench.lesson.lesson_slo`), so "meets the SLO" means the same on any machine.
+2. For each starting point: start the engine with a deliberately poor configuration, measure the
+   starting point's workload with the project's load generator (:mod:`inferopt.bench.loadgen`),
+   read vLLM's own signals from ``/metrics`` (preemptions, waiting queue, KV use, prefix-cache hits),
+   and give it all to the decision engine (:func:`inferopt.diagnosis.decision.diagnose`) with the
+   deployment (so its actions are sized by the memory calculator).
+3. Apply exactly the one change the diagnosis names (the first recommendation, else the first sized
+   action), restart the engine, measure the same workload again. If the failing metric got worse the
+   change is reverted and the next candidate is tried. Stop when every SLO holds, when nothing is
+   left to try, or after ``max_steps`` changes - and say which.
+
+Starting points (small workloads, a few seconds each on 2 cores):
+- ``prefix_off``: a customer-service prompt (900 shared tokens + a 30-token question) with prefix
+  caching turned off (``--no-enable-prefix-caching``): every request prefills the whole prompt.
+- ``kv_small``: 3 concurrent requests of 100 + 48 tokens with a KV budget of 3 blocks (the least
+  vLLM accepts for max_model_len 256): requests wait for KV blocks and get preempted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict, dataclass, field
+
+from inferopt.errors import CourseError
+
+MAX_STEPS = 4
+
+
+@dataclass(frozen=True)
+class Start:
+    """A deliberately poor starting configuration and the workload that shows it."""
+    name: str
+    title: str
+    max_model_len: int
+    kv_cache_bytes: int
+    extra_args: tuple
+    workload: dict            # for the decision engine
+    run: dict                 # for the load generator: n, concurrency, prompt, output, shared_prefix
+
+
+def _cpu_block_bytes(dtype: str = "float32") -> int:
+    from inferopt.planning.memory import cpu_engine_prediction
+
+    return cpu_engine_prediction(kv_cache_gib=1.0, max_model_len=128, dtype=dtype).bytes_per_block
+
+
+def starts() -> dict:
+    blk = _cpu_block_bytes()
+    return {
+        "prefix_off": Start(
+            "prefix_off", "prefix caching off, shared 900-token system prompt", 1024, 256 * blk,
+            ("--no-enable-prefix-caching",),
+            {"prompt_tokens": 930, "output_tokens": 16, "shared_prefix_frac": 1.0, "concurrency": 2},
+            {"n": 6, "concurrency": 2, "prompt": 930, "output": 16, "shared_prefix": 900}),
+        "kv_small": Start(
+            "kv_small", "KV budget of 3 blocks for 3 concurrent requests", 256, 3 * blk, (),
+            {"prompt_tokens": 100, "output_tokens": 48, "shared_prefix_frac": 0.0, "concurrency": 3},
+            {"n": 6, "concurrency": 3, "prompt": 100, "output": 48, "shared_prefix": 0}),
+    }
+
+
+# ---------------------------------------------------------------- configuration as argv
+def _pairs(argv) -> list:
+    """[(flag, value or None)] from vLLM argv tokens."""
+    out, i, argv = [], 0, list(argv)
+    while i < len(argv):
+        if not argv[i].startswith("--"):
+            raise CourseError(f"cannot read flag list {argv!r}")
+        if i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            out.append((argv[i], argv[i + 1]))
+            i += 2
+        else:
+            out.append((argv[i], None))
+            i += 1
+    return out
+
+
+_OPPOSITES = {"--enable-prefix-caching": "--no-enable-prefix-caching",
+              "--no-enable-prefix-caching": "--enable-prefix-caching"}
+
+
+def apply_change(args: tuple, kv_bytes: int, add, remove) -> tuple[tuple, int]:
+    """The configuration after one change: flags in ``remove`` dropped, flags in ``add`` set
+    (``--kv-cache-memory-bytes`` becomes the KV budget)."""
+    pairs = [p for p in _pairs(args) if p[0] not in set(remove)]
+    for flag, val in _pairs(add):
+        if flag == "--kv-cache-memory-bytes":
+            kv_bytes = int(val)
+            continue
+        pairs = [p for p in pairs if p[0] not in (flag, _OPPOSITES.get(flag))]
+        pairs.append((flag, val))
+    return tuple(t for f, v in pairs for t in ((f,) if v is None else (f, v))), kv_bytes
+
+
+def techniques_on(args: tuple) -> list:
+    from inferopt.diagnosis.decision import default_techniques_on
+
+    on = set(default_techniques_on())
+    flags = {f for f, _ in _pairs(args)}
+    if "--no-enable-prefix-caching" in flags:
+        on.discard("prefix_cache")
+    if "--speculative-config" in flags:
+        on.add("speculative_decoding")
+    return sorted(on)
+
+
+def _deployment(start: Start, args: tuple, kv_bytes: int) -> dict:
+    dep = {"model": "smollm2-135m-instruct", "gpu": "cpu", "weight_format": "fp32", "dtype": "float32",
+           "max_model_len": start.max_model_len, "kv_cache_memory_bytes": kv_bytes}
+    for f, v in _pairs(args):
+        if f == "--max-num-batched-tokens":
+            dep["max_num_batched_tokens"] = int(v)
+        if f == "--max-num-seqs":
+            dep["max_num_seqs"] = int(v)
+    return dep
+
+
+# ---------------------------------------------------------------- one measurement
+def measure(srv, start: Start, tokenizer, slo) -> dict:
+    """Run the starting point's workload once; latencies (ms) with their sample count, vLLM signals."""
+    from inferopt.bench import experiments as X
+    from inferopt.bench import loadgen
+    from inferopt.bench.workload import Workload, build_requests
+
+    r = start.run
+    reqs = build_requests(Workload(input_tokens=r["prompt"], output_tokens=r["output"], num_requests=r["n"] + 1,
+                                   shared_prefix_tokens=r["shared_prefix"], seed=7), tokenizer)
+    if r["shared_prefix"]:
+        # steady state of a service with a system prompt: one earlier request has seen it (with prefix
+        # caching on, it is cached; with it off, this changes nothing). Not recorded.
+        loadgen.run(loadgen.Endpoint.from_server(srv), reqs[:1], concurrency=1, progress=False, desc="prime")
+    out = X._measure(srv, {"requests": reqs[1:], "concurrency": r["concurrency"], "warmup": 1, "progress": False,
+                           "desc": start.name}, slo=slo, poll=True)
+    s, c, p = out["summary"], out["counters"], out["peak"]
+    m = {"ttft_p95_ms": s["ttft_p95_ms"], "tpot_p95_ms": s["tpot_p95_ms"], "n": s["completed"],
+         "preemptions": int(c.get("vllm:num_preemptions_total", 0)),
+         "queue_len": int(p.get("vllm:num_requests_waiting", 0)),
+         "kv_cache_usage": min(1.0, float(p.get("vllm:kv_cache_usage_perc", 0.0)))}
+    q = c.get("vllm:prefix_cache_queries_total", 0)
+    if q:
+        m["prefix_cache_hit_rate"] = min(1.0, c.get("vllm:prefix_cache_hits_total", 0) / q)
+    return m
+
+
+def _score(m: dict, slo) -> float:
+    """How far the worse of TTFT/TPOT is above its SLO (<= 1: both met)."""
+    return max(m["ttft_p95_ms"] / slo.ttft_ms, m["tpot_p95_ms"] / slo.tpot_ms)
+
+
+def _candidates(d) -> list:
+    """The changes a diagnosis offers, in its order (``Diagnosis.changes``: techniques and sized actions by rank)."""
+    return [(c["id"], list(c["flags_add"]), list(c["flags_remove"])) for c in d.changes]
+
+
+@dataclass
+class Step:
+    step: int
+    change: str
+    flags_add: list
+    flags_remove: list
+    metric: str
+    before: float
+    after: float
+    score_before: float
+    score_after: float
+    kept: bool
+    n_before: int
+    n_after: int
+    branch: str | None = None
+
+
+@dataclass
+class Trace:
+    start: str
+    title: str
+    slo: dict
+    baseline: dict
+    steps: list = field(default_factory=list)
+    final: dict | None = None
+    final_args: list = field(default_factory=list)
+    met: bool = False
+    verdict: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def tune(start: Start, slo, tokenizer=None, *, max_steps: int = MAX_STEPS, log=print) -> Trace:
+    """The loop for one starting point (engines started and stopped here)."""
+    from inferopt.bench.workload import load_tokenizer
+    from inferopt.diagnosis.decision import diagnose
+    from inferopt.planning.memory import GiB
+    from inferopt.serving.engine import VLLMServer
+
+    tokenizer = tokenizer or load_tokenizer()
+    slos = {"ttft_p95_ms": slo.ttft_ms, "tpot_p95_ms": slo.tpot_ms}
+
+    def run(args, kv):
+        with VLLMServer(max_model_len=start.max_model_len, kv_cache_gib=kv / GiB, extra_args=list(args),
+                        quiet=True) as srv:
+            return measure(srv, start, tokenizer, slo)
+
+    args, kv = tuple(start.extra_args), start.kv_cache_bytes
+    cur = run(args, kv)
+    trace = Trace(start.name, start.title, {"ttft_p95_ms": slo.ttft_ms, "tpot_p95_ms": slo.tpot_ms}, dict(cur))
+    log(f"[{start.name}] start {' '.join(args) or '(defaults)'}, KV {kv:,} B: TTFT P95 {cur['ttft_p95_ms']:.0f} ms, "
+        f"TPOT P95 {cur['tpot_p95_ms']:.0f} ms (n={cur['n']}), preemptions {cur['preemptions']}")
+    tried: set = set()
+    for i in range(1, max_steps + 1):
+        if _score(cur, slo) <= 1:
+            break
+        metrics = {k: cur[k] for k in ("ttft_p95_ms", "tpot_p95_ms", "preemptions", "queue_len", "kv_cache_usage",
+                                       "prefix_cache_hit_rate") if k in cur}
+        d = diagnose(metrics, slos, start.workload, techniques_on(args), _deployment(start, args, kv))
+        cands = [c for c in _candidates(d) if (c[0], tuple(c[1]), tuple(c[2])) not in tried]
+        if not cands:
+            trace.verdict = (f"stopped: the SLOs fail (branch {d.branch}) and the decision engine has no change left "
+                             f"to try ({d.next_step})")
+            break
+        cid, add, remove = cands[0]
+        tried.add((cid, tuple(add), tuple(remove)))
+        new_args, new_kv = apply_change(args, kv, add, remove)
+        metric = d.worst_metric if d.worst_metric in ("ttft_p95_ms", "tpot_p95_ms") else "ttft_p95_ms"
+        after = run(new_args, new_kv)
+        kept = _score(after, slo) < _score(cur, slo)
+        change = " ".join(add) + (f" (remove {' '.join(remove)})" if remove else "")
+        trace.steps.append(Step(i, f"{cid}: {change}", add, remove, metric, cur[metric], after[metric],
+                                round(_score(cur, slo), 3), round(_score(after, slo), 3), kept, cur["n"], after["n"],
+                                d.branch))
+        log(f"[{start.name}] step {i}: {cid} {change}: {metric} {cur[metric]:.0f} -> {after[metric]:.0f} ms "
+            f"(n={after['n']}), {'kept' if kept else 'reverted (worse)'}")
+        if kept:
+            args, kv, cur = new_args, new_kv, after
+    trace.final, trace.final_args = dict(cur), [*args, "--kv-cache-memory-bytes", str(kv)]
+    trace.met = _score(cur, slo) <= 1
+    if trace.met:
+        trace.verdict = f"SLOs met after {sum(s.kept for s in trace.steps)} kept change(s), {len(trace.steps)} tried"
+    elif not trace.verdict:
+        trace.verdict = f"stopped after {max_steps} steps without meeting the SLOs"
+    log(f"[{start.name}] {trace.verdict}")
+    return trace
+
+
+def calibrate_slo(tokenizer=None, log=print):
+    """The lesson SLO of this machine, measured on a good configuration (vLLM defaults, 1 GiB KV)."""
+    from inferopt.bench.lesson import calibrate, lesson_slo
+    from inferopt.serving.engine import VLLMServer
+
+    with VLLMServer(max_model_len=1024, kv_cache_gib=1.0, quiet=True) as srv:
+        cal = calibrate(srv, tokenizer)
+    slo = lesson_slo(cal)
+    log(f"calibration: {cal.describe()} -> SLO TTFT P95 <= {slo.ttft_ms:.0f} ms, TPOT P95 <= {slo.tpot_ms:.0f} ms")
+    return cal, slo
+
+
+def run_all(names=("prefix_off", "kv_small"), *, max_steps: int = MAX_STEPS, log=print) -> dict:
+    from inferopt.bench.workload import load_tokenizer
+
+    table = starts()
+    unknown = [n for n in names if n not in table]
+    if unknown:  # checked before any engine starts
+        raise CourseError(f"unknown starting point(s) {unknown}; choose from {', '.join(table)}")
+    tok = load_tokenizer()
+    cal, slo = calibrate_slo(tok, log)
+    traces = [tune(table[n], slo, tok, max_steps=max_steps, log=log) for n in names]
+    return {"calibration": asdict(cal), "slo": {"ttft_p95_ms": slo.ttft_ms, "tpot_p95_ms": slo.tpot_ms},
+            "traces": [t.to_dict() for t in traces]}
+
+
+def plot(result: dict):
+    """One panel per starting point: the worse of TTFT/TPOT over its SLO, step by step (1 = the SLO)."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    traces = result["traces"]
+    fig = make_subplots(rows=1, cols=len(traces), subplot_titles=[t["title"] for t in traces])
+    for j, t in enumerate(traces, start=1):
+        xs, ys, text = [0], [t["steps"][0]["score_before"] if t["steps"] else None], ["start"]
+        for s in t["steps"]:
+            xs.append(s["step"])
+            ys.append(s["score_after"])
+            text.append(f"{s['change']} ({'kept' if s['kept'] else 'reverted'})")
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", text=text, name=t["start"]), row=1, col=j)
+        fig.add_hline(y=1.0, line_dash="dash", row=1, col=j)
+    fig.update_yaxes(title_text="worst latency / SLO", type="log")
+    fig.update_xaxes(title_text="step", dtick=1)
+    fig.update_layout(title="Tuning loop: one change per step, measured on the live engine", height=380)
+    return fig
+
+
+def format_trace(result: dict) -> str:
+    lines = [f"SLO: TTFT P95 <= {result['slo']['ttft_p95_ms']:.0f} ms, TPOT P95 <= {result['slo']['tpot_p95_ms']:.0f} ms"]
+    for t in result["traces"]:
+        b = t["baseline"]
+        lines.append(f"{t['start']} ({t['title']}): start TTFT P95 {b['ttft_p95_ms']:.0f} ms, TPOT P95 "
+                     f"{b['tpot_p95_ms']:.0f} ms (n={b['n']})")
+        for s in t["steps"]:
+            lines.append(f"  step {s['step']} [{s['branch']}] {s['change']}: {s['metric']} {s['before']:.0f} -> "
+                         f"{s['after']:.0f} ms (n={s['n_after']}), {'kept' if s['kept'] else 'reverted'}")
+        lines.append(f"  => {t['verdict']}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- CLI
+def add_subcommand(subparsers) -> None:
+    p = subparsers.add_parser("tune", help="live tuning loop on the CPU engine: diagnose, change one flag, re-measure",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("--start", default="all", help="prefix_off, kv_small or all (default)")
+    p.add_argument("--max-steps", type=int, default=MAX_STEPS)
+    p.add_argument("--json", dest="json_out", help="write the traces to this JSON file")
+    p.set_defaults(func=_cli)
+
+
+def _cli(args: argparse.Namespace) -> int:
+    names = tuple(starts()) if args.start == "all" else tuple(s.strip() for s in args.start.split(","))
+    if args.max_steps < 1:
+        raise CourseError("--max-steps must be at least 1")
+    if args.json_out:
+        from pathlib import Path
+
+        parent = Path(args.json_out).resolve().parent
+        if not parent.is_dir():
+            raise CourseError(f"--json {args.json_out}: folder {parent} does not exist")
+    res = run_all(names, max_steps=args.max_steps)
+    print(format_trace(res))
+    if args.json_out:
+        from pathlib import Path
+
+        try:
+            Path(args.json_out).write_text(json.dumps(res, indent=2), encoding="utf-8")
+        except OSError as exc:
+            raise CourseError(f"--json {args.json_out}: cannot write ({exc.strerror})") from None
+    return 0 if all(t["met"] for t in res["traces"]) else 1

@@ -1,0 +1,75 @@
+"""The live tuning loop (inferopt.diagnosis.tuning): configuration arithmetic without an engine, and
+the whole loop from two bad starting points on the CPU engine (run under the engine lock).
+
+The engine test starts 5 engines (calibration, then start + one change for each starting point;
+more if a change is reverted): about 4 minutes on 2 cores."""
+import json
+
+import pytest
+
+from inferopt.diagnosis import tuning as T
+from inferopt.diagnosis.decision import diagnose
+from inferopt.errors import CourseError
+
+
+def test_apply_change_sets_removes_and_moves_the_kv_budget():
+    assert T.apply_change(("--no-enable-prefix-caching",), 100, ["--enable-prefix-caching"],
+                          ["--no-enable-prefix-caching"]) == (("--enable-prefix-caching",), 100)
+    assert T.apply_change((), 100, ["--kv-cache-memory-bytes", "555"], []) == ((), 555)
+    assert T.apply_change(("--max-num-batched-tokens", "2048"), 1, ["--max-num-batched-tokens", "256"], []) == \
+        (("--max-num-batched-tokens", "256"), 1)
+    cfg = json.dumps({"method": "ngram", "num_speculative_tokens": 4})
+    assert T.apply_change(("--speculative-config", cfg), 1, [], ["--speculative-config"]) == ((), 1)
+    with pytest.raises(CourseError):
+        T.apply_change(("oops",), 1, [], [])
+
+
+def test_techniques_on_follow_the_flags():
+    assert "prefix_cache" not in T.techniques_on(("--no-enable-prefix-caching",))
+    assert "prefix_cache" in T.techniques_on(())
+    assert "speculative_decoding" in T.techniques_on(("--speculative-config", "{}"))
+
+
+def test_each_starting_point_gets_a_first_change_from_the_decision_engine():
+    """What the loop will do, given the symptoms each start produces (no engine: the symptoms written out)."""
+    st = T.starts()
+    slos = {"ttft_p95_ms": 1000, "tpot_p95_ms": 200}
+    kv = st["kv_small"]
+    d = diagnose({"ttft_p95_ms": 5000, "tpot_p95_ms": 150, "preemptions": 3, "queue_len": 2, "kv_cache_usage": 1.0},
+                 slos, kv.workload, T.techniques_on(kv.extra_args), T._deployment(kv, kv.extra_args, kv.kv_cache_bytes))
+    first = T._candidates(d)[0]
+    # 3 requests x 2 blocks x 1.25 = 7.5 -> 8, + 1 null block = 9 blocks
+    assert d.branch == "C" and first[0] == "more_kv_memory"
+    assert first[1] == ["--kv-cache-memory-bytes", str(9 * T._cpu_block_bytes())]
+    px = st["prefix_off"]
+    d = diagnose({"ttft_p95_ms": 5000, "tpot_p95_ms": 150, "preemptions": 0, "queue_len": 1, "kv_cache_usage": 0.2,
+                  "prefix_cache_hit_rate": 0.0}, slos, px.workload, T.techniques_on(px.extra_args),
+                 T._deployment(px, px.extra_args, px.kv_cache_bytes))
+    assert d.branch == "A" and T._candidates(d)[0] == ("prefix_cache", ["--enable-prefix-caching"],
+                                                       ["--no-enable-prefix-caching"])
+
+
+def test_bad_starting_point_and_bad_output_path_are_one_line(capsys):
+    from inferopt.__main__ import main
+
+    assert main(["tune", "--start", "nowhere"]) == 2
+    assert "unknown starting point" in capsys.readouterr().err
+    assert main(["tune", "--max-steps", "0"]) == 2
+    assert main(["tune", "--json", "/nonexistent/dir/trace.json"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.engine
+def test_the_loop_reaches_the_slos_from_two_bad_starting_points(tmp_path):
+    res = T.run_all(("kv_small", "prefix_off"), log=print)
+    (tmp_path / "trace.json").write_text(json.dumps(res))
+    print(T.format_trace(res))
+    for t in res["traces"]:
+        assert t["met"], t["verdict"]
+        assert 1 <= len(t["steps"]) <= T.MAX_STEPS
+        first = t["steps"][0]
+        assert first["kept"] and first["after"] < first["before"]
+    kv, px = res["traces"]
+    assert kv["steps"][0]["branch"] == "C" and kv["steps"][0]["change"].startswith(("more_kv_memory", "kv_cache_quant"))
+    assert px["steps"][0]["branch"] == "A" and px["steps"][0]["change"].startswith("prefix_cache")
+    assert T.plot(res).data
