@@ -175,14 +175,20 @@ def test_no_cycle_without_one(tmp_path):
 
 # ---------------------------------------------------------------- layers (CONTRIBUTING.md, "layer by layer")
 LAYERS = ["base", "engines", "live parts", "views", "commands"]
+# pure functions that live beside the live code they serve (no process, no network): engines
+PURE_PARSERS = ("bench", "bench.metrics", "bench.results", "monitoring", "monitoring.metrics_parse")
 
 
 def layer_of(module: str) -> str:
     """The layer of an inferopt module, as CONTRIBUTING.md's table lists them."""
     name = module.removeprefix("inferopt").lstrip(".")
     leaf = name.rpartition(".")[2]
-    if name in ("", "errors", "paths", "assets"):
+    if name in ("", "errors", "paths", "assets", "slo"):
         return "base"
+    if name in PURE_PARSERS:
+        return "engines"
+    if leaf == "tuning":   # the live tuning loop: restarts engines
+        return "live parts"
     if name.startswith(("planning", "diagnosis")) and leaf != "cli":
         return "engines"
     if name.startswith(("serving", "bench", "monitoring")) and leaf not in ("plots", "cli"):
