@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "inferopt.monitoring.dashboard",  # dashboard
     "inferopt.diagnosis.decision",      # diagnose
     "inferopt.bench.cli",     # bench sweep | bench import
+    "inferopt.labcheck.grade",  # grade (a folder of submitted lab notebooks)
 ]
 
 

@@ -102,7 +102,7 @@ def forbid(ns: dict | None, targets, hint: str = "the check runs your code witho
             setattr(owner, parts[-1], repl)
             if ns is not None:
                 for k, v in list(ns.items()):
-                    if v is old and not k.startswith("_"):
+                    if v is old and not (k.startswith("__") and k.endswith("__")):
                         saved.append((ns, k, old, True))
                         ns[k] = repl
         yield
@@ -168,4 +168,10 @@ def passed(msg: str) -> None:
     sys.stdout.flush()
 
 
-from inferopt.labcheck import lab1, lab2, lab3, lab4, lab5  # noqa: F401  (after the helpers they use)
+LABS = ("lab1", "lab2", "lab3", "lab4", "lab5")
+
+
+def __getattr__(name: str):  # labcheck.lab2 imports its module on first use (the CLI stays quick)
+    if name in LABS:
+        return importlib.import_module(f"inferopt.labcheck.{name}")
+    raise AttributeError(f"module 'inferopt.labcheck' has no attribute {name!r}")

@@ -11,6 +11,7 @@ from inferopt.diagnosis.decision import conflicts_for, diagnose
 from inferopt.labcheck import (
     CheckFailed,
     NotDone,
+    Shortcut,
     call,
     forbid,
     need,
@@ -34,6 +35,8 @@ def random_case(r):
     for k in LATENCY:  # the engine needs both P95s (unless OOM); P99s are optional
         if k.endswith("p95_ms") or r.random() < 0.7:
             metrics[k] = round(slos[k] * r.choice([r.uniform(0.2, 0.95), r.uniform(1.05, 6.0)]), 1)
+            if r.random() < 0.08:
+                metrics[k] = slos[k]  # exactly at the SLO: meets it (fails only when above)
     if r.random() < 0.35:
         slos["throughput_tok_s"] = r.choice([500, 1000, 3000])
         metrics["throughput_tok_s"] = round(slos["throughput_tok_s"] * r.choice([r.uniform(0.1, 0.9), r.uniform(1.1, 3)]), 1)
@@ -111,7 +114,8 @@ def part2(ns: dict) -> None:
     if missing:
         raise NotDone(f"{task} is not done yet: `answers` has no entry for {', '.join(missing)}")
     if _used_diagnose(ns):
-        raise CheckFailed(f"{task}: work the answers out from the tree and the reports, not by calling diagnose")
+        raise Shortcut(f"{task}: write it yourself: work the answers out from the tree and the reports; "
+                       "a cell that defines `answers` calls diagnose")
     ids = set(knowledge.technique_ids())
     tree = knowledge.load("decision_tree")
     actions = {a["id"] for b in tree["branches"] for c in b["conditions"] for a in c["actions"]}
