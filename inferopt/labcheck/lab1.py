@@ -142,10 +142,8 @@ def part2(ns: dict) -> None:
         else:
             right += 1
             continue
-    for h in hints:
-        print("-", h)
     if hints:
-        raise CheckFailed(f"{task}: {right} of {len(incidents)} incidents right; hints above")
+        raise CheckFailed(f"{task}: {right} of {len(incidents)} incidents right. " + " | ".join(hints))
     passed(f"Part 2 passes: all {len(incidents)} diagnoses agree with the decision engine")
 
 
