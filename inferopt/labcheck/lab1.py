@@ -60,7 +60,7 @@ def _hint_worst(got, want, show):
         return "it returned None although a metric fails its SLO: compare each measured value with its SLO"
     if "throughput_tok_s" in (got, want):
         return "throughput is better when higher: its how-bad ratio is SLO / measured, latencies use measured / SLO"
-    return f"it returned {show}, which is not the failing metric with the largest measured/SLO ratio (compare ratios, not raw ms)"
+    return f"it returned {show} that is not the failing metric with the largest measured/SLO ratio (compare ratios, not raw ms)"
 
 
 def _hint_branch(got, want, show):
@@ -68,7 +68,7 @@ def _hint_branch(got, want, show):
         return f"it returned {show} although nothing fails: return None"
     if got is None:
         return "it returned None although a metric fails its SLO"
-    return (f"it returned {show}, which is not the earliest failing step of the order OOM (C) -> TTFT P95 (A) -> "
+    return (f"it returned {show} that is not the earliest failing step of the order OOM (C) -> TTFT P95 (A) -> "
             "TPOT P95 or throughput (B) -> P99 tail (D) (chapter 04): the branch is not the worst metric's branch")
 
 
@@ -88,10 +88,10 @@ def part1(ns: dict, n_cases: int = 300, seed=None) -> None:
         made_up = i >= len(incidents)
         where = f"on a case the check made up, {_describe(metrics, slos)}" if made_up else "on one of the six incidents"
         if got_w != d.worst_metric:  # an incident's answer is never echoed
-            show = repr(got_w) if made_up else "something"
+            show = repr(got_w) if made_up else "a metric"
             raise CheckFailed(f"{task}: worst_metric is wrong {where}: {_hint_worst(got_w, d.worst_metric, show)}")
         if got_b != d.branch:
-            show = repr(got_b) if made_up else "something"
+            show = repr(got_b) if made_up else "a branch"
             raise CheckFailed(f"{task}: branch_for is wrong {where}: {_hint_branch(got_b, d.branch, show)}")
     passed(f"Part 1 passes: worst_metric and branch_for agree with the decision engine on the 6 incidents "
            f"and on {n_cases} cases made up just now")
