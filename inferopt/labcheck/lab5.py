@@ -178,7 +178,10 @@ def task3(ns: dict, n_cases: int = 300, seed=None) -> None:
             raise CheckFailed(f"{task}: best_qps_within_slo is wrong on a table the check made up: {hint}")
     for _ in range(n_cases):
         per = r.choice([r.randint(5, 80), round(r.uniform(5, 80), 1)])
-        target = r.choice([per * r.randint(1, 12), r.randint(10, 1000)])  # exact multiples too
+        # exact multiples too (whole numbers only, so float rounding never decides the answer)
+        target = per * r.randint(1, 12) if isinstance(per, int) and r.random() < 0.5 else r.randint(10, 1000)
+        if isinstance(per, float) and abs(target / per - round(target / per)) < 1e-6:
+            continue
         surge, spares, gpi = r.randint(0, 2), r.randint(0, 2), r.choice([1, 2, 4, 8])
         want = ref_instances(target, per, surge, spares, gpi)
         with forbid(ns, FORBIDDEN), quiet():
