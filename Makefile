@@ -15,12 +15,13 @@ LAB_OPTS ?=
 ROOT_OPT := $(if $(filter 0,$(shell id -u)),--allow-root)
 NB ?=
 
-.PHONY: setup lab test tools model labs check sync clean-notebooks run-notebooks bench env help
+.PHONY: setup lab test tools model labs check sync clean-notebooks run-notebooks bench env grade help
 
 help:
 	@echo "make lab    set up (first time ~5 min) and open the course in JupyterLab"
 	@echo "make test   set up and run every test and notebook (strict nbval), as CI does"
 	@echo "other: make setup | model | tools | labs | check | sync [NB=...] | run-notebooks NB=... | bench | env"
+	@echo "       make grade SUBMISSIONS=dir   grade a folder of submitted lab notebooks (CSV + summary)"
 
 ## setup: virtual environment + packages for the selected engine + default model (CPU)
 setup: $(STAMP) $(if $(filter cpu,$(ENGINE)),$(MODEL_STAMP))
@@ -81,6 +82,13 @@ run-notebooks: setup tools
 
 bench: setup
 	$(BIN)/python -m inferopt bench sweep
+
+## workshops: grade a folder of submitted lab notebooks (see INSTRUCTORS.md); GRADE_OPTS e.g. --live
+SUBMISSIONS ?=
+GRADE_OPTS ?=
+grade: $(STAMP)
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-of-notebooks [GRADE_OPTS='--live']"; exit 2; }
+	$(BIN)/python -m inferopt grade $(SUBMISSIONS) $(GRADE_OPTS)
 
 env: $(STAMP)
 	$(BIN)/python -m inferopt env

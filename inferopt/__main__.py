@@ -29,6 +29,7 @@ COMMAND_MODULES = [
     "inferopt.diagnosis.decision",    # diagnose
     "inferopt.diagnosis.tuning",      # tune
     "inferopt.bench.cli",             # bench sweep | bench import
+    "inferopt.labcheck.grade",        # grade (a folder of submitted lab notebooks)
 ]
 BAD_INPUT = 2
 

@@ -3,8 +3,11 @@
 ``solutions/`` is the single source. A code cell's region between ``### BEGIN SOLUTION`` and
 ``### END SOLUTION`` becomes ``# YOUR CODE HERE`` + ``raise NotImplementedError()`` in ``labs/``
 (nbgrader's markers and output, done by this small tool so no nbgrader course folder is needed);
-a markdown region between ``BEGIN SOLUTION`` and ``END SOLUTION`` becomes ``YOUR ANSWER HERE``.
-Lab outputs are cleared.
+a markdown region between ``BEGIN SOLUTION`` and ``END SOLUTION`` becomes ``YOUR ANSWER HERE``;
+a code region between ``### BEGIN HIDDEN TESTS`` and ``### END HIDDEN TESTS`` is removed (nbgrader's
+hidden tests: the grader runs the solutions' version of each graded cell). Lab outputs are cleared.
+Cell metadata ``nbgrader`` (``grade``, ``grade_id``, ``points`` on check cells) is kept, so
+``python -m inferopt grade`` and nbgrader itself find the graded cells.
 
 Commands (``python -m inferopt.nbtools ...``):
   labs                 regenerate labs/ from solutions/
@@ -33,11 +36,13 @@ _CODE_STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
 _MD_STUB = "YOUR ANSWER HERE"
 _BEGIN_CODE = re.compile(r"^([ \t]*)### BEGIN SOLUTION[ \t]*$")
 _END_CODE = re.compile(r"^[ \t]*### END SOLUTION[ \t]*$")
+_BEGIN_HIDDEN = re.compile(r"^([ \t]*)### BEGIN HIDDEN TESTS[ \t]*$")
+_END_HIDDEN = re.compile(r"^[ \t]*### END HIDDEN TESTS[ \t]*$")
 _BEGIN_MD = re.compile(r"^\s*(<!--\s*)?BEGIN SOLUTION(\s*-->)?\s*$")
 _END_MD = re.compile(r"^\s*(<!--\s*)?END SOLUTION(\s*-->)?\s*$")
 
 KEEP_NB_META = {"kernelspec", "language_info", "jupytext"}
-KEEP_CELL_META = {"tags"}
+KEEP_CELL_META = {"tags", "nbgrader"}
 
 
 def _source(cell) -> str:
@@ -45,14 +50,16 @@ def _source(cell) -> str:
     return "".join(src) if isinstance(src, list) else src
 
 
-def _strip_region(text: str, begin: re.Pattern, end: re.Pattern, stub: str, where: str) -> str:
+def _strip_region(text: str, begin: re.Pattern, end: re.Pattern, stub: str, where: str,
+                  what: str = "SOLUTION") -> str:
     out, inside = [], False
     for line in text.split("\n"):
         m = begin.match(line)
         if m and not inside:
             inside = True
             indent = m.group(1) if m.groups() and m.group(1) and not m.group(1).startswith("<") else ""
-            out.extend(indent + s for s in stub.split("\n"))
+            if stub:
+                out.extend(indent + s for s in stub.split("\n"))
             continue
         if inside and end.match(line):
             inside = False
@@ -60,7 +67,7 @@ def _strip_region(text: str, begin: re.Pattern, end: re.Pattern, stub: str, wher
         if not inside:
             out.append(line)
     if inside:
-        raise ValueError(f"{where}: BEGIN SOLUTION without END SOLUTION")
+        raise ValueError(f"{where}: BEGIN {what} without END {what}")
     return "\n".join(out)
 
 
@@ -71,6 +78,7 @@ def make_lab(solution: dict, where: str = "notebook") -> dict:
         src = _source(cell)
         if cell["cell_type"] == "code":
             src = _strip_region(src, _BEGIN_CODE, _END_CODE, _CODE_STUB, f"{where} cell {i}")
+            src = _strip_region(src, _BEGIN_HIDDEN, _END_HIDDEN, "", f"{where} cell {i}", what="HIDDEN TESTS")
             cell["outputs"] = []
             cell["execution_count"] = None
         elif cell["cell_type"] == "markdown":

@@ -51,12 +51,26 @@ def test_every_solution_has_a_lab_and_checks():
     assert sols, "solutions/ holds no lab"
     for sol in sols:
         nb = nbformat.read(sol, as_version=4)
-        codes = [c.source for c in nb.cells if c.cell_type == "code"]
+        cells = [c for c in nb.cells if c.cell_type == "code"]
+        codes = [c.source for c in cells]
         first_stub = next((i for i, s in enumerate(codes) if "### BEGIN SOLUTION" in s), None)
         assert first_stub is not None, f"{sol.name} has no ### BEGIN SOLUTION region"
-        assert any("assert" in s and "BEGIN SOLUTION" not in s for s in codes[first_stub:]), \
-            f"{sol.name}: no check cell (assert) after the first solution region"
+        graded = [c for c in cells[first_stub:] if c.metadata.get("nbgrader", {}).get("grade")]
+        assert graded, f"{sol.name}: no graded check cell (nbgrader metadata) after the first solution region"
+        assert all("labcheck." in c.source and "BEGIN SOLUTION" not in c.source for c in graded), sol.name
         assert (LABS / sol.name).exists()
+        lab = nbformat.read(LABS / sol.name, as_version=4)
+        kept = [c.metadata.get("nbgrader") for c in lab.cells if c.metadata.get("nbgrader")]
+        assert kept == [c.metadata["nbgrader"] for c in graded], f"labs/{sol.name} lost the graded cells' metadata"
+
+
+def test_hidden_tests_are_removed_from_labs():
+    src = "x = 1\n### BEGIN HIDDEN TESTS\nassert secret()\n### END HIDDEN TESTS\nprint('visible')"
+    cell = nbformat.v4.new_code_cell(src)
+    cell.metadata = {"nbgrader": {"grade": True, "grade_id": "t", "points": 1}}
+    lab = nbtools.make_lab(_nb(cell))
+    assert lab["cells"][0]["source"] == "x = 1\nprint('visible')"
+    assert lab["cells"][0]["metadata"]["nbgrader"]["grade_id"] == "t"
 
 
 def test_labs_are_generated_from_solutions():

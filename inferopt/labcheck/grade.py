@@ -1,0 +1,274 @@
+"""Grade a folder of submitted lab notebooks: ``python -m inferopt grade DIR`` (or ``make grade SUBMISSIONS=DIR``).
+
+nbgrader's conventions, without an nbgrader course folder:
+
+- a check cell carries ``metadata.nbgrader = {grade: true, grade_id, points, locked: true, ...}``
+  (see any notebook in ``solutions/``); the grade_id says which lab a submission is;
+- before running, every check cell of a submission is overwritten with the check cell of
+  ``solutions/`` with the same grade_id (nbgrader's OverwriteCells: a learner cannot edit a
+  check into ``pass``; hidden tests between ``### BEGIN HIDDEN TESTS`` / ``### END HIDDEN TESTS``
+  come back this way);
+- each submission runs top to bottom in a fresh kernel (nbclient) with errors allowed, a time
+  limit per cell and per notebook, in a scratch folder; a check cell earns its points when it
+  runs without an error, and its error line (the check's hint) becomes the feedback;
+- cells tagged ``live`` (they start a vLLM engine and carry no points) are skipped unless
+  ``--live`` is given, so a room's worth of notebooks grades in minutes on a laptop.
+
+One broken notebook (not JSON, a kernel that dies, an endless loop) costs only its own rows.
+Output: a CSV with one row per (student file, lab, task): ``file, lab, task, points,
+max_points, message``, and a short summary printed and written next to it.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from inferopt.errors import CourseError
+from inferopt.paths import REPO_ROOT, SOLUTIONS
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+FIELDS = ["file", "lab", "task", "points", "max_points", "message"]
+
+
+@dataclass
+class Row:
+    file: str
+    lab: str
+    task: str
+    points: float
+    max_points: float
+    message: str
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in FIELDS}
+
+
+@dataclass
+class Submission:
+    file: str
+    lab: str
+    rows: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def points(self) -> float:
+        return sum(r.points for r in self.rows)
+
+    @property
+    def max_points(self) -> float:
+        return sum(r.max_points for r in self.rows)
+
+
+def _source(cell) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def graded_cells(nb: dict) -> list[tuple[int, dict]]:
+    return [(i, c) for i, c in enumerate(nb.get("cells", []))
+            if c.get("cell_type") == "code" and c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+
+
+def release_checks(solutions: Path = SOLUTIONS) -> dict[str, dict]:
+    """{lab: {"path", "checks": {grade_id: (points, source)}}} from the solution notebooks."""
+    labs = {}
+    for path in sorted(solutions.glob("lab*.ipynb")):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        checks = {}
+        for _, c in graded_cells(nb):
+            meta = c["metadata"]["nbgrader"]
+            checks[meta["grade_id"]] = (float(meta.get("points", 0)), _source(c))
+        if checks:
+            labs[path.name.split("-")[0]] = {"path": path, "checks": checks}
+    if not labs:
+        raise CourseError(f"no graded cells found in {solutions}: the grader needs the solution notebooks")
+    return labs
+
+
+def identify_lab(nb: dict | None, filename: str, labs: dict) -> str | None:
+    """The lab a submission belongs to: by its check cells' grade_ids, else by its file name."""
+    if nb is not None:
+        for _, c in graded_cells(nb):
+            gid = c["metadata"]["nbgrader"].get("grade_id", "")
+            lab = gid.split("-")[0]
+            if lab in labs:
+                return lab
+    m = re.search(r"lab\s*[-_]?\s*(\d)", filename, re.IGNORECASE)
+    return f"lab{m.group(1)}" if m and f"lab{m.group(1)}" in labs else None
+
+
+def _error_line(outputs) -> str | None:
+    for out in outputs:
+        if out.get("output_type") == "error":
+            evalue = _ANSI.sub("", out.get("evalue", "")).strip()
+            line = f"{out.get('ename', 'Error')}: {evalue}" if evalue else out.get("ename", "Error")
+            return line if len(line) <= 400 else line[:397] + "..."
+    return None
+
+
+def prepare(nb: dict, lab: str, labs: dict, live: bool) -> tuple[dict, dict]:
+    """Overwrite the check cells with the release's (nbgrader OverwriteCells); blank the live cells.
+
+    Returns the notebook to run and {grade_id: cell index} of the checks found in it."""
+    checks = labs[lab]["checks"]
+    found = {}
+    for i, c in enumerate(nb.get("cells", [])):
+        if c.get("cell_type") != "code":
+            continue
+        meta = c.get("metadata", {}).get("nbgrader", {})
+        gid = meta.get("grade_id")
+        if meta.get("grade") and gid in checks:
+            c["source"] = checks[gid][1]
+            found[gid] = i
+        elif not live and "live" in c.get("metadata", {}).get("tags", []):
+            c["source"] = "# live cell skipped by the grader (python -m inferopt grade --live runs it)"
+        c["outputs"] = []
+        c["execution_count"] = None
+    return nb, found
+
+
+def _run(nb: dict, workdir: Path, cell_timeout: int, notebook_timeout: int) -> tuple[dict, str | None]:
+    """Execute every code cell in a fresh kernel; errors stay in the cells. Returns (nb, problem)."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    node = nbformat.reads(json.dumps(nb), as_version=4)  # joins list sources as Jupyter does
+    client = NotebookClient(node, timeout=cell_timeout, kernel_name="python3", allow_errors=True,
+                            interrupt_on_timeout=True, resources={"metadata": {"path": str(workdir)}})
+    deadline = time.monotonic() + notebook_timeout
+    problem = None
+    env_before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env_before) if p)
+    try:
+        with client.setup_kernel():
+            for index, cell in enumerate(node.cells):
+                if cell.cell_type != "code":
+                    continue
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    problem = f"stopped: the notebook ran past its time limit ({notebook_timeout} s)"
+                    break
+                client.timeout = int(max(1, min(cell_timeout, left)))
+                client.execute_cell(cell, index)
+    except Exception as exc:  # noqa: BLE001  (a dead kernel or a broken notebook: one line, the rest go on)
+        problem = f"stopped: {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+    finally:
+        if env_before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = env_before
+    return json.loads(nbformat.writes(node)), problem
+
+
+def grade_notebook(path: Path, labs: dict, *, cell_timeout: int = 300, notebook_timeout: int = 900,
+                   live: bool = False, name: str | None = None) -> Submission:
+    name = name or path.name
+    start = time.monotonic()
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(nb, dict) or "cells" not in nb:
+            raise ValueError("no cells")
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        lab = identify_lab(None, name, labs)
+        sub = Submission(name, lab or "?")
+        msg = f"cannot read the notebook ({type(exc).__name__}): submit the .ipynb saved by Jupyter"
+        if lab:
+            sub.rows = [Row(name, lab, gid, 0, pts, msg) for gid, (pts, _) in labs[lab]["checks"].items()]
+        else:
+            sub.rows = [Row(name, "?", "-", 0, 0, msg)]
+        return sub
+    lab = identify_lab(nb, name, labs)
+    if lab is None:
+        return Submission(name, "?", [Row(name, "?", "-", 0, 0, "not a course lab: no check cells and no labN in the name")])
+    nb, found = prepare(nb, lab, labs, live)
+    with tempfile.TemporaryDirectory(prefix="inferopt-grade-") as tmp:
+        ran, problem = _run(nb, Path(tmp), cell_timeout, notebook_timeout)
+    sub = Submission(name, lab, seconds=time.monotonic() - start)
+    for gid, (pts, _) in labs[lab]["checks"].items():
+        if gid not in found:
+            sub.rows.append(Row(name, lab, gid, 0, pts, "the check cell was deleted from the notebook"))
+            continue
+        cell = ran["cells"][found[gid]]
+        err = _error_line(cell.get("outputs", []))
+        if cell.get("execution_count") is None and err is None:
+            sub.rows.append(Row(name, lab, gid, 0, pts, problem or "not run"))
+        elif err is not None:
+            sub.rows.append(Row(name, lab, gid, 0, pts, err))
+        else:
+            sub.rows.append(Row(name, lab, gid, pts, pts, "passed"))
+    return sub
+
+
+def grade_folder(folder: Path, out_csv: Path | None = None, *, cell_timeout: int = 300,
+                 notebook_timeout: int = 900, live: bool = False, solutions: Path = SOLUTIONS,
+                 progress=print) -> tuple[list[Submission], Path, str]:
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise CourseError(f"{folder} is not a folder: give the folder that holds the submitted .ipynb files")
+    files = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+    if not files:
+        raise CourseError(f"no .ipynb files in {folder}")
+    labs = release_checks(solutions)
+    out_csv = Path(out_csv) if out_csv else folder / "grades.csv"
+    subs = []
+    for k, path in enumerate(files, 1):
+        rel = str(path.relative_to(folder))
+        sub = grade_notebook(path, labs, cell_timeout=cell_timeout, notebook_timeout=notebook_timeout,
+                             live=live, name=rel)
+        subs.append(sub)
+        if progress:
+            progress(f"[{k}/{len(files)}] {rel}: {sub.lab} {sub.points:g}/{sub.max_points:g} points ({sub.seconds:.0f} s)")
+    with out_csv.open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        for sub in subs:
+            for row in sub.rows:
+                w.writerow(row.as_dict())
+    summary = summarize(subs)
+    out_csv.with_name(out_csv.stem + "-summary.txt").write_text(summary + "\n", encoding="utf-8")
+    return subs, out_csv, summary
+
+
+def summarize(subs: list[Submission]) -> str:
+    lines = [f"{len(subs)} submission(s) graded"]
+    width = max(len(s.file) for s in subs)
+    for s in subs:
+        failed = [r.task for r in s.rows if r.points < r.max_points]
+        lines.append(f"  {s.file:<{width}}  {s.lab:<5} {s.points:>4g}/{s.max_points:<4g}"
+                     + (f"  to redo: {', '.join(failed)}" if failed else "  all checks pass"))
+    by_task: dict = {}
+    for s in subs:
+        for r in s.rows:
+            t = by_task.setdefault((r.lab, r.task), [0, 0])
+            t[0] += r.points >= r.max_points > 0
+            t[1] += 1
+    lines.append("per task (passed / submitted):")
+    lines += [f"  {lab} {task}: {ok}/{n}" for (lab, task), (ok, n) in sorted(by_task.items())]
+    return "\n".join(lines)
+
+
+def add_subcommand(subparsers) -> None:
+    p = subparsers.add_parser("grade", help="grade a folder of submitted lab notebooks (CSV + summary)",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("folder", type=Path, help="folder with the submitted .ipynb files (searched recursively)")
+    p.add_argument("--out", type=Path, default=None, help="CSV to write (default: FOLDER/grades.csv)")
+    p.add_argument("--cell-timeout", type=int, default=300, help="seconds per cell (default 300)")
+    p.add_argument("--notebook-timeout", type=int, default=900, help="seconds per notebook (default 900)")
+    p.add_argument("--live", action="store_true",
+                   help="also run the cells tagged 'live' (they start a vLLM engine; one at a time)")
+    p.set_defaults(func=_cli)
+
+
+def _cli(args) -> int:
+    _subs, out, summary = grade_folder(args.folder, args.out, cell_timeout=args.cell_timeout,
+                                      notebook_timeout=args.notebook_timeout, live=args.live)
+    print(summary)
+    print(f"wrote {out} and {out.with_name(out.stem + '-summary.txt')}")
+    return 0

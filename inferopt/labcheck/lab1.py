@@ -1,0 +1,167 @@
+"""Lab 1 checks: the root of the decision tree, six diagnoses, one pitfall.
+
+Expected answers come from the course's decision engine (``inferopt.diagnosis.decision``) at
+check time, so the lab follows the engine when its rules change. The learner's functions run
+with ``diagnose`` made unavailable.
+"""
+from __future__ import annotations
+
+from inferopt.diagnosis import knowledge
+from inferopt.diagnosis.decision import conflicts_for, diagnose
+from inferopt.labcheck import (
+    CheckFailed,
+    NotDone,
+    Shortcut,
+    call,
+    forbid,
+    need,
+    need_callable,
+    passed,
+    quiet,
+    rng,
+)
+
+FORBIDDEN = [("inferopt.diagnosis.decision", "diagnose"), ("inferopt.diagnosis.decision", "_metric_checks")]
+LATENCY = ["ttft_p95_ms", "tpot_p95_ms", "ttft_p99_ms", "tpot_p99_ms"]
+
+
+def random_case(r):
+    """A baseline and SLOs the learner has never seen: all four latency SLOs set (so P99 is judged
+    against its own SLO), some metrics missing, sometimes throughput, sometimes OOM."""
+    slos = {"ttft_p95_ms": r.choice([200, 300, 500, 800, 1500]), "tpot_p95_ms": r.choice([20, 30, 50, 80])}
+    slos["ttft_p99_ms"] = slos["ttft_p95_ms"] * r.choice([1.5, 2, 3])
+    slos["tpot_p99_ms"] = slos["tpot_p95_ms"] * r.choice([1.5, 2, 3])
+    metrics = {}
+    for k in LATENCY:  # the engine needs both P95s (unless OOM); P99s are optional
+        if k.endswith("p95_ms") or r.random() < 0.7:
+            metrics[k] = round(slos[k] * r.choice([r.uniform(0.2, 0.95), r.uniform(1.05, 6.0)]), 1)
+            if r.random() < 0.08:
+                metrics[k] = slos[k]  # exactly at the SLO: meets it (fails only when above)
+    if r.random() < 0.35:
+        slos["throughput_tok_s"] = r.choice([500, 1000, 3000])
+        metrics["throughput_tok_s"] = round(slos["throughput_tok_s"] * r.choice([r.uniform(0.1, 0.9), r.uniform(1.1, 3)]), 1)
+    if r.random() < 0.12:
+        metrics["oom"] = True
+    return metrics, slos
+
+
+def _describe(metrics, slos):
+    shown = {k: v for k, v in metrics.items()}
+    return f"metrics {shown} with SLOs {slos}"
+
+
+def _hint_worst(got, want, show):
+    if want == "oom":
+        return "when the server runs out of memory (metrics['oom'] is true) nothing else matters: return \"oom\""
+    if want is None:
+        return (f"it returned {show} although every metric meets its SLO: only ratios above 1 fail "
+                "(latency: measured/SLO; throughput: SLO/measured)")
+    if got is None:
+        return "it returned None although a metric fails its SLO: compare each measured value with its SLO"
+    if "throughput_tok_s" in (got, want):
+        return "throughput is better when higher: its how-bad ratio is SLO / measured, latencies use measured / SLO"
+    return f"it returned {show} that is not the failing metric with the largest measured/SLO ratio (compare ratios, not raw ms)"
+
+
+def _hint_branch(got, want, show):
+    if want is None:
+        return f"it returned {show} although nothing fails: return None"
+    if got is None:
+        return "it returned None although a metric fails its SLO"
+    return (f"it returned {show} that is not the earliest failing step of the order OOM (C) -> TTFT P95 (A) -> "
+            "TPOT P95 or throughput (B) -> P99 tail (D) (chapter 04): the branch is not the worst metric's branch")
+
+
+def part1(ns: dict, n_cases: int = 300, seed=None) -> None:
+    task = "Part 1"
+    worst_metric, branch_for = need_callable(ns, task, "worst_metric", "branch_for")
+    r = rng(seed)
+    incidents = need(ns, task, "INCIDENTS")
+    slo_default = need(ns, task, "SLO")
+    cases = [(inc["metrics"], inc.get("slos", slo_default)) for inc in incidents.values()]
+    cases += [random_case(r) for _ in range(n_cases)]
+    for i, (metrics, slos) in enumerate(cases):
+        d = diagnose(metrics, slos)
+        with forbid(ns, FORBIDDEN), quiet():
+            got_w = call(task, worst_metric, dict(metrics), dict(slos))
+            got_b = call(task, branch_for, dict(metrics), dict(slos))
+        made_up = i >= len(incidents)
+        where = f"on a case the check made up, {_describe(metrics, slos)}" if made_up else "on one of the six incidents"
+        if got_w != d.worst_metric:  # an incident's answer is never echoed
+            show = repr(got_w) if made_up else "a metric"
+            raise CheckFailed(f"{task}: worst_metric is wrong {where}: {_hint_worst(got_w, d.worst_metric, show)}")
+        if got_b != d.branch:
+            show = repr(got_b) if made_up else "a branch"
+            raise CheckFailed(f"{task}: branch_for is wrong {where}: {_hint_branch(got_b, d.branch, show)}")
+    passed(f"Part 1 passes: worst_metric and branch_for agree with the decision engine on the 6 incidents "
+           f"and on {n_cases} cases made up just now")
+
+
+def _used_diagnose(ns: dict) -> bool:
+    """Did a cell that defines `answers` call diagnose? (IPython keeps the cells run as `In`.)"""
+    for src in ns.get("In", []) or []:
+        if isinstance(src, str) and "answers" in src and "diagnose(" in src and "labcheck" not in src:
+            return True
+    return False
+
+
+def part2(ns: dict) -> None:
+    task = "Part 2"
+    answers, incidents, slo_default = need(ns, task, "answers", "INCIDENTS", "SLO")
+    if not isinstance(answers, dict):
+        raise CheckFailed(f"{task}: `answers` should be a dict {{incident: (branch, first thing to try)}}")
+    missing = [n for n in incidents if n not in answers]
+    if missing:
+        raise NotDone(f"{task} is not done yet: `answers` has no entry for {', '.join(missing)}")
+    if _used_diagnose(ns):
+        raise Shortcut(f"{task}: write it yourself: work the answers out from the tree and the reports; "
+                       "a cell that defines `answers` calls diagnose")
+    ids = set(knowledge.technique_ids())
+    tree = knowledge.load("decision_tree")
+    actions = {a["id"] for b in tree["branches"] for c in b["conditions"] for a in c["actions"]}
+    right, hints = 0, []
+    for name, inc in incidents.items():
+        entry = answers[name]
+        if not (isinstance(entry, (tuple, list)) and len(entry) == 2):
+            hints.append(f"{name}: give a pair (branch letter, technique or action id)")
+            continue
+        branch, fix = entry
+        d = diagnose(inc["metrics"], inc.get("slos", slo_default), inc["workload"], inc["techniques_on"])
+        fixes = d.techniques + [a["id"] for a in d.actions]
+        if branch != d.branch:
+            hints.append(f"{name}: the branch is not the one to enter first; list the failing metrics and apply "
+                         "the order C -> A -> B -> D (your branch_for from Part 1 does exactly this)")
+        elif fix not in ids | actions:
+            hints.append(f"{name}: the branch is right; the fix you named is not a technique or action id (see the lists above)")
+        elif fix in inc["techniques_on"]:
+            hints.append(f"{name}: the branch is right; the fix you named is already on in this incident: when the fitting "
+                         "technique is on, the tree names a tuning action instead")
+        elif fix not in fixes:
+            hints.append(f"{name}: the branch is right, but the fix you named is not what the tree tries first for the "
+                         "condition that holds here: re-read the report and that branch's conditions")
+        else:
+            right += 1
+            continue
+    if hints:
+        raise CheckFailed(f"{task}: {right} of {len(incidents)} incidents right. " + " | ".join(hints))
+    passed(f"Part 2 passes: all {len(incidents)} diagnoses agree with the decision engine")
+
+
+PLAN = ["speculative_decoding", "int4_awq_marlin"]
+PLAN_WORKLOAD = {"concurrency": 1, "gpu_type": "L40S", "draft_model": "draft-160m"}
+
+
+def part3(ns: dict) -> None:
+    task = "Part 3"
+    pitfall = need(ns, task, "pitfall")
+    ids = [p["id"] for p in knowledge.load("pitfalls")["pitfalls"]]
+    if pitfall not in ids:
+        raise CheckFailed(f"{task}: {pitfall!r} is not a pitfall id of assets/pitfalls.yaml (the list is printed above)")
+    fired = [c["id"] for c in conflicts_for(PLAN, PLAN_WORKLOAD)]
+    if pitfall not in fired:
+        raise CheckFailed(f"{task}: the engine's rule for {pitfall!r} does not fire for this plan: which two "
+                          "techniques does the team combine, and which model is quantized? (chapter 03)")
+    if len(fired) != 1:
+        raise CheckFailed(f"{task}: more than one pitfall fires for this plan; the lab expects exactly one")
+    advice = next(p["advice"] for p in knowledge.load("pitfalls")["pitfalls"] if p["id"] == pitfall)
+    passed(f"Part 3 passes. The pitfall's advice: {advice}")

@@ -1,0 +1,186 @@
+"""Lab 2 checks: KV bytes per token and per request, the seed's error, the engine's KV log line.
+
+Each function is tested on model shapes made up at check time against the formulas below
+(independent of ``inferopt.planning.memory``, which is made unavailable while the learner's code
+runs; tests/test_lab_checks.py shows the two agree).
+"""
+from __future__ import annotations
+
+import json
+import math
+
+from inferopt.labcheck import (
+    CheckFailed,
+    call,
+    forbid,
+    need,
+    need_callable,
+    need_number,
+    passed,
+    quiet,
+    ratio_hint,
+    rng,
+)
+from inferopt.paths import ASSETS
+
+MEMORY = "inferopt.planning.memory"
+FORBIDDEN = [(MEMORY, n) for n in ("kv_bytes_per_token", "kv_bytes_per_request", "calculate",
+                                   "cpu_engine_prediction", "engine_prediction", "weight_bytes")]
+GB, GiB = 10**9, 2**30
+CPU_BLOCK = 128
+
+
+def model_cfg(name: str) -> dict:
+    return json.loads((ASSETS / "models" / f"{name}.json").read_text())
+
+
+def random_cfg(r) -> dict:
+    heads = r.choice([8, 12, 16, 24, 32, 40, 48, 64, 96, 128])
+    kv = r.choice([d for d in range(1, heads + 1) if heads % d == 0 and d != heads] or [heads])
+    if r.random() < 0.2:
+        kv = heads  # plain multi-head attention now and then
+    head_dim = r.choice([64, 80, 96, 128, 256])
+    return {"num_hidden_layers": r.randint(12, 126), "num_attention_heads": heads, "num_key_value_heads": kv,
+            "hidden_size": heads * head_dim}
+
+
+def ref_bytes_per_token(cfg: dict, kv_bytes: int) -> int:
+    head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]
+    return 2 * cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * head_dim * kv_bytes
+
+
+def ref_prediction(cfg: dict, dtype_bytes: int, budget_bytes: int, max_model_len: int, block_size: int = CPU_BLOCK):
+    head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]
+    block = 2 * block_size * cfg["num_key_value_heads"] * head_dim * dtype_bytes * cfg["num_hidden_layers"]
+    blocks = budget_bytes // block
+    per_request = math.ceil(max_model_len / block_size)
+    conc = blocks / per_request
+    return int(conc * max_model_len), conc
+
+
+def _close(a, b, rel=1e-9) -> bool:
+    return isinstance(a, (int, float)) and not isinstance(a, bool) and abs(a - b) <= rel * max(1.0, abs(b))
+
+
+def task1(ns: dict, n_cases: int = 200, seed=None) -> None:
+    task = "Task 1"
+    per_token, per_request = need_callable(ns, task, "kv_bytes_per_token", "kv_gb_per_request")
+    r = rng(seed)
+    for _ in range(n_cases):
+        cfg, kvb, tokens = random_cfg(r), r.choice([1, 2, 4]), r.choice([512, 1000, 2048, 4096, 8192, 32768])
+        heads_ratio = cfg["num_attention_heads"] / cfg["num_key_value_heads"]
+        want = ref_bytes_per_token(cfg, kvb)
+        with forbid(ns, FORBIDDEN), quiet():
+            got = call(task, per_token, dict(cfg), kvb)
+            got_gb = call(task, per_request, dict(cfg), kvb, tokens)
+        case = (f"{cfg['num_hidden_layers']} layers, {cfg['num_attention_heads']} heads, {cfg['num_key_value_heads']} "
+                f"KV heads, hidden {cfg['hidden_size']}, {kvb} byte(s) per number")
+        if not _close(got, want):
+            known = {2: "a token stores a key AND a value vector per layer and KV head",
+                     kvb: "multiply by the bytes of one number (kv_bytes)"}
+            if heads_ratio != 1:
+                known[heads_ratio] = "the cache holds the KV heads (GQA), not every attention head"
+            raise CheckFailed(f"{task}: kv_bytes_per_token is wrong for a model the check made up ({case}): "
+                              + ratio_hint(got, want, "your value", known))
+        want_gb = want * tokens / GB
+        if not _close(got_gb, want_gb):
+            known = {GiB / GB: "GB here means 10^9 bytes (GiB is 2^30)", 1e9: "give the answer in GB, not bytes",
+                     1e3: "GB is 10^9 bytes: check the power of ten"}
+            raise CheckFailed(f"{task}: kv_gb_per_request is wrong ({case}, {tokens} tokens): "
+                              + ratio_hint(got_gb, want_gb, "your value", known))
+    passed(f"Task 1 passes: both functions are right on {n_cases} model shapes made up just now")
+
+
+def task2(ns: dict, n_cases: int = 300, seed=None) -> None:
+    task = "Task 2"
+    fit = need_callable(ns, task, "requests_that_fit")
+    seed_factor = need_number(ns, task, "seed_factor")
+    in_520 = need(ns, task, "requests_in_520_gb")
+    r = rng(seed)
+    for _ in range(n_cases):
+        per = round(r.uniform(0.05, 5.0), r.choice([1, 2, 3]))
+        cap = round(r.uniform(1, 2000), 1)
+        if abs(cap / per - round(cap / per)) < 1e-6:
+            continue  # no case where float rounding of an exact multiple decides the answer
+        want = math.floor(cap / per)
+        with forbid(ns, FORBIDDEN), quiet():
+            got = call(task, fit, cap, per)
+        if isinstance(got, bool) or not isinstance(got, int):
+            raise CheckFailed(f"{task}: requests_that_fit should return a whole number of requests (an int), "
+                              f"got {type(got).__name__}")
+        if got != want:
+            hint = ("a request that does not fit whole cannot be served: round down"
+                    if got == want + 1 else "count how many whole requests fit in the capacity")
+            raise CheckFailed(f"{task}: requests_that_fit({cap}, {per}) is off by {got - want:+d} on a case the "
+                              f"check made up: {hint}")
+    llama = model_cfg("llama-3-70b")
+    true_gb = ref_bytes_per_token(llama, 1) * 4096 / GB
+    if not _close(seed_factor, 2.5 / true_gb, rel=1e-6):
+        raise CheckFailed(f"{task}: seed_factor is not the seed's 2.5 GB divided by the true GB of one 4K "
+                          "request (compute it from your Task 1 function, do not type it)")
+    if in_520 != math.floor(520 / true_gb):
+        raise CheckFailed(f"{task}: requests_in_520_gb is not what requests_that_fit gives for 520 GB and one 4K "
+                          "request of Llama-3-70B with an FP8 cache")
+    passed(f"Task 2 passes: requests_that_fit is right on {n_cases} cases made up just now; seed_factor and "
+           "requests_in_520_gb follow from your functions")
+
+
+def task3(ns: dict, n_cases: int = 200, seed=None, announce: bool = True) -> None:
+    task = "Task 3"
+    predict = need_callable(ns, task, "engine_prediction")
+    tokens, conc = need(ns, task, "predicted_tokens", "predicted_concurrency")
+    r = rng(seed)
+    for _ in range(n_cases):
+        cfg = random_cfg(r)
+        dtype_bytes = r.choice([1, 2, 4])
+        head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]
+        block = 2 * CPU_BLOCK * cfg["num_key_value_heads"] * head_dim * dtype_bytes * cfg["num_hidden_layers"]
+        mml = r.choice([r.randint(200, 8192), 128 * r.randint(2, 64)])
+        per_req = math.ceil(mml / CPU_BLOCK)
+        budget = block * r.randint(per_req, 40 * per_req) + r.randint(0, block - 1)
+        want_t, want_c = ref_prediction(cfg, dtype_bytes, budget, mml)
+        with forbid(ns, FORBIDDEN), quiet():
+            got = call(task, predict, dict(cfg), dtype_bytes, budget, mml)
+        if not (isinstance(got, (tuple, list)) and len(got) == 2):
+            raise CheckFailed(f"{task}: engine_prediction should return a pair (kv_cache_tokens, max_concurrency)")
+        got_t, got_c = got
+        case = (f"{cfg['num_hidden_layers']} layers, {cfg['num_key_value_heads']} KV heads, head_dim {head_dim}, "
+                f"{dtype_bytes} byte(s), budget {budget:,} B, max_model_len {mml}")
+        if not _close(got_c, want_c):
+            blocks = budget // block
+            if _close(got_c, blocks / (mml / CPU_BLOCK)):
+                hint = "a request occupies whole blocks: blocks per request = ceil(max_model_len / 128)"
+            elif _close(got_c, math.ceil(budget / block) / per_req):
+                hint = "only whole blocks fit in the budget: blocks = budget // bytes per block (round down)"
+            else:
+                hint = ratio_hint(got_c, want_c, "your max concurrency",
+                                  {2: "one block holds keys AND values", dtype_bytes: "use the dtype's bytes",
+                                   CPU_BLOCK: "a block holds 128 tokens"})
+            raise CheckFailed(f"{task}: max concurrency is wrong for a model the check made up ({case}): {hint}")
+        if isinstance(got_t, bool) or not isinstance(got_t, int) or got_t != want_t:
+            if isinstance(got_t, int) and got_t == (budget // block) * CPU_BLOCK and got_t != want_t:
+                hint = ("that is blocks x 128; vLLM logs int(max concurrency x max_model_len), which differs when "
+                        "max_model_len is not a multiple of 128")
+            elif not isinstance(got_t, int) or isinstance(got_t, bool):
+                hint = f"it should be an int (vLLM logs whole tokens), got {type(got_t).__name__}"
+            else:
+                hint = f"off by {got_t - want_t:+,} tokens: the log line is int(max concurrency x max_model_len)"
+            raise CheckFailed(f"{task}: KV cache tokens are wrong ({case}): {hint}")
+    smol = model_cfg("smollm2-135m-instruct")
+    want_t, want_c = ref_prediction(smol, 4, 536_870_912, 1536)
+    if tokens != want_t or not isinstance(tokens, int):
+        raise CheckFailed(f"{task}: predicted_tokens is not what your engine_prediction gives for SmolLM2 "
+                          "(float32 = 4 bytes, 0.5 GiB budget, max_model_len 1536)")
+    if not _close(conc, round(want_c, 2)):
+        raise CheckFailed(f"{task}: predicted_concurrency should be your engine_prediction's concurrency for "
+                          "SmolLM2, rounded to 2 decimals as the log prints it")
+    if announce:
+        passed(f"Task 3 passes: engine_prediction is right on {n_cases} model shapes and budgets made up just now")
+
+
+def ready_for_engine(ns: dict) -> None:
+    """Raise (one line) unless Task 3 passes: the engine starts only for a prediction worth testing."""
+    try:
+        task3(ns, n_cases=50, announce=False)
+    except CheckFailed as exc:
+        raise type(exc)(f"finish Task 3 before starting the engine ({exc})") from None

@@ -1,0 +1,232 @@
+"""Lab 4 checks: percentiles, TPOT, goodput, the SLO frontier, the figures; then the same
+functions on live records. The learner's code runs with numpy's and the course's percentile,
+summarize and max_level_meeting made unavailable."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from inferopt.bench.metrics import SLO, RequestRecord, max_level_meeting, summarize
+from inferopt.labcheck import (
+    CheckFailed,
+    NotDone,
+    call,
+    forbid,
+    need_callable,
+    passed,
+    quiet,
+    rng,
+)
+
+FORBIDDEN = [("numpy", "percentile"), ("numpy", "quantile"), ("numpy", "nanpercentile"), ("numpy", "nanquantile"),
+             ("statistics", "quantiles"), ("inferopt.bench.metrics", "percentile"),
+             ("inferopt.bench.metrics", "summarize"), ("inferopt.bench.metrics", "max_level_meeting"),
+             ("inferopt.bench.metrics", "SLO.request_meets"), ("inferopt.bench.metrics", "SLO.summary_meets"),
+             ("inferopt.bench.metrics", "SLO.violations")]
+
+
+def _close(a, b, rel=1e-9):
+    if a is None or b is None:
+        return a is b
+    return isinstance(a, (int, float)) and not isinstance(a, bool) and abs(a - b) <= rel * max(1.0, abs(b))
+
+
+def ref_tpot_ms(d):
+    n = d["output_tokens"]
+    return None if n < 2 else 1000.0 * (d["e2e_s"] - d["ttft_s"]) / (n - 1)
+
+
+def random_record(r, concurrency=1):
+    n = r.choice([1, r.randint(2, 300)]) if r.random() < 0.1 else r.randint(2, 300)
+    ttft = r.uniform(0.02, 3.0)
+    e2e = ttft + (n - 1) * r.uniform(0.005, 0.25)
+    return {"output_tokens": n, "ttft_s": ttft, "e2e_s": e2e, "prompt_tokens": 100, "concurrency": concurrency}
+
+
+def task1(ns: dict, n_cases: int = 300, seed=None) -> None:
+    task = "Task 1"
+    percentile, tpot_ms = need_callable(ns, task, "percentile", "tpot_ms")
+    r = rng(seed)
+    for _ in range(n_cases):
+        values = [round(r.uniform(1, 1000), r.choice([0, 3])) for _ in range(r.randint(1, 40))]
+        q = r.choice([0, 50, 90, 95, 99, 100, round(r.uniform(0, 100), 2)])
+        want = float(np.percentile(values, q))
+        with forbid(ns, FORBIDDEN), quiet():
+            got = call(task, percentile, list(values), q)
+        if not _close(got, want):
+            v = sorted(values)
+            rank = (len(v) - 1) * q / 100
+            if len(v) > 1 and any(_close(got, v[min(len(v) - 1, i)]) for i in (math.floor(rank), math.ceil(rank),
+                                                                                 round(rank))):
+                hint = "you picked a single rank: interpolate linearly between floor(r) and ceil(r)"
+            elif got is not None and _close(got, v[min(len(v) - 1, max(0, math.ceil(len(v) * q / 100) - 1))]):
+                hint = "that is the nearest-rank rule; the task asks for linear interpolation with r = (n - 1) * q / 100"
+            else:
+                hint = "sort the values first; r = (n - 1) * q / 100; interpolate between floor(r) and ceil(r)"
+            raise CheckFailed(f"{task}: percentile of {len(values)} values made up by the check, q={q}, is wrong: {hint}")
+    for _ in range(n_cases):
+        d = random_record(r)
+        want = ref_tpot_ms(d)
+        with forbid(ns, FORBIDDEN), quiet():
+            got = call(task, tpot_ms, dict(d))
+        if not _close(got, want):
+            n = d["output_tokens"]
+            if want is None:
+                hint = "with fewer than 2 output tokens there is no gap to time: return None"
+            elif got is not None and _close(got, 1000.0 * (d["e2e_s"] - d["ttft_s"]) / n):
+                hint = "n tokens leave n - 1 gaps after the first: divide by n - 1"
+            elif got is not None and _close(got, want / 1000):
+                hint = "the records hold seconds; TPOT is asked in milliseconds"
+            elif got is not None and _close(got, 1000.0 * d["e2e_s"] / (n - 1)):
+                hint = "TPOT starts after the first token: subtract the TTFT"
+            else:
+                hint = "TPOT = (e2e - ttft) / (n - 1), in ms"
+            raise CheckFailed(f"{task}: tpot_ms is wrong for a record the check made up (n={n}): {hint}")
+    passed(f"Task 1 passes: percentile and tpot_ms are right on {2 * n_cases} cases made up just now, without numpy's percentile")
+
+
+def ref_goodput(rows, slo, duration_s):
+    good = 0
+    for d in rows:
+        t = ref_tpot_ms(d)
+        if 1000 * d["ttft_s"] <= slo.ttft_ms and (t is None or t <= slo.tpot_ms):
+            good += 1
+    return good / duration_s
+
+
+def task2(ns: dict, n_cases: int = 200, seed=None) -> None:
+    task = "Task 2"
+    goodput_rps = need_callable(ns, task, "goodput_rps")
+    need_callable(ns, task, "tpot_ms")
+    r = rng(seed)
+    for _ in range(n_cases):
+        slo = SLO(ttft_ms=r.choice([200, 500, 800, 1500]), tpot_ms=r.choice([30, 50, 80, 150]))
+        rows = [random_record(r) for _ in range(r.randint(3, 30))]
+        if r.random() < 0.3:  # a request exactly at the TTFT limit meets it
+            rows[0]["ttft_s"] = slo.ttft_ms / 1000
+            rows[0]["e2e_s"] = rows[0]["ttft_s"] + 0.001 * (rows[0]["output_tokens"] - 1)
+        duration = r.uniform(5, 120)
+        want = ref_goodput(rows, slo, duration)
+        with forbid(ns, FORBIDDEN), quiet():
+            got = call(task, goodput_rps, [dict(d) for d in rows], slo, duration)
+        if not _close(got, want):
+            only_ttft = sum(1000 * d["ttft_s"] <= slo.ttft_ms for d in rows) / duration
+            if _close(got, len(rows) / duration):
+                hint = "that is the throughput: count only the requests that meet every SLO"
+            elif _close(got, only_ttft):
+                hint = "a good request meets the TPOT SLO too"
+            elif _close(got * duration / len(rows), want * duration / len(rows)):
+                hint = "divide by the duration in seconds"
+            else:
+                hint = ("a request is good when TTFT <= slo.ttft_ms and TPOT <= slo.tpot_ms (a request with one token "
+                        "has no TPOT), and goodput is good requests / duration_s")
+            raise CheckFailed(f"{task}: goodput_rps is wrong on {len(rows)} records made up by the check: {hint}")
+    passed(f"Task 2 passes: goodput_rps is right on {n_cases} runs made up just now")
+
+
+def ref_max_concurrency(summaries, slo):
+    best = None
+    for s in sorted(summaries, key=lambda s: s["concurrency"]):
+        if s["ttft_p95_ms"] <= slo.ttft_ms and s["tpot_p95_ms"] <= slo.tpot_ms:
+            best = s["concurrency"]
+        else:
+            break
+    return best
+
+
+def random_summaries(r, slo):
+    levels = sorted(r.sample([1, 2, 4, 8, 16, 32, 64], r.randint(2, 6)))
+    out = []
+    for c in levels:
+        s = {"concurrency": c}
+        for m, limit in (("ttft", slo.ttft_ms), ("tpot", slo.tpot_ms)):
+            p95 = limit * r.uniform(0.3, 1.6)
+            s.update({f"{m}_p50_ms": 0.7 * p95, f"{m}_p95_ms": p95, f"{m}_p99_ms": 1.2 * p95})
+        s["output_throughput_tok_s"] = 9.0 * c
+        s["failed"] = 0
+        out.append(s)
+    r.shuffle(out)
+    return out
+
+
+def task3(ns: dict, n_cases: int = 300, seed=None) -> None:
+    task = "Task 3"
+    max_concurrency = need_callable(ns, task, "max_concurrency")
+    r = rng(seed)
+    for _ in range(n_cases):
+        slo = SLO(ttft_ms=r.choice([300, 800, 2000]), tpot_ms=r.choice([50, 120, 300]))
+        rows = random_summaries(r, slo)
+        want = ref_max_concurrency(rows, slo)
+        with forbid(ns, FORBIDDEN), quiet():
+            got = call(task, max_concurrency, [dict(s) for s in rows], slo)
+        if got != want:
+            passing = [s["concurrency"] for s in rows if s["ttft_p95_ms"] <= slo.ttft_ms and s["tpot_p95_ms"] <= slo.tpot_ms]
+            if passing and got == max(passing):
+                hint = "stop at the first level that misses: a pass above a failing level is noise, not capacity"
+            elif want is None:
+                hint = "when the lowest level already misses, return None"
+            else:
+                hint = "scan the levels in increasing concurrency (the summaries are not sorted), both P95s <= their SLO"
+            raise CheckFailed(f"{task}: max_concurrency is wrong on {len(rows)} levels made up by the check: {hint}")
+    passed(f"Task 3 passes: max_concurrency is right on {n_cases} sweeps made up just now")
+
+
+def task4(ns: dict, n_cases: int = 5, seed=None) -> None:
+    task = "Task 4"
+    make_figures = need_callable(ns, task, "make_figures")
+    r = rng(seed)
+    for _ in range(n_cases):
+        slo = SLO(ttft_ms=r.choice([300, 800, 2000]), tpot_ms=r.choice([55, 120, 300]))
+        rows = random_summaries(r, slo)
+        with quiet():
+            got = call(task, make_figures, [dict(s) for s in rows], slo)
+        if not (isinstance(got, (tuple, list)) and len(got) == 2):
+            raise CheckFailed(f"{task}: make_figures should return two figures (latency, pareto)")
+        fa, fb = got
+        texts = [a.text or "" for a in getattr(getattr(fa, "layout", None), "annotations", ())]
+        best = ref_max_concurrency(rows, slo)
+        if not any(f"SLO P{slo.percentile} {slo.tpot_ms:g} ms" in t for t in texts) or \
+                not any(f"SLO P{slo.percentile} {slo.ttft_ms:g} ms" in t for t in texts):
+            raise CheckFailed(f"{task}: the latency figure has no SLO lines for the SLO it was given: pass `slo` on")
+        if best is not None and f"max concurrency meeting SLOs: {best}" not in texts:
+            raise CheckFailed(f"{task}: the latency figure does not mark the maximum concurrency for the SLO it was given")
+        xtitle = getattr(getattr(getattr(fb, "layout", None), "xaxis", None), "title", None)
+        if getattr(xtitle, "text", None) != "tpot_p95_ms":
+            raise CheckFailed(f"{task}: the Pareto figure should put P95 TPOT on the x axis (latency='tpot_p95_ms')")
+        if not any(f"{slo.tpot_ms:g}" in (a.text or "") for a in fb.layout.annotations):
+            raise CheckFailed(f"{task}: the Pareto figure has no line at the TPOT SLO it was given (slo_ms=...)")
+    passed(f"Task 4 passes: both figures follow the SLO they are given ({n_cases} SLOs made up just now)")
+
+
+def ready_for_engine(ns: dict) -> None:
+    for check in (task1, task2, task3, task4):
+        try:
+            with quiet():
+                check(ns, n_cases=3 if check is task4 else 30)
+        except CheckFailed as exc:
+            raise NotDone(f"the engine starts once tasks 1-4 pass ({exc})") from None
+
+
+def check_live(ns: dict, summaries, by_level, slo) -> None:
+    """The learner's functions give the course's numbers on today's measurement."""
+    task = "Live check"
+    percentile, tpot_ms, goodput_rps, max_concurrency = need_callable(
+        ns, task, "percentile", "tpot_ms", "goodput_rps", "max_concurrency")
+    for s in summaries:
+        rows = by_level[s["concurrency"]]
+        ref = summarize([RequestRecord.from_dict(d) for d in rows])
+        with forbid(ns, FORBIDDEN), quiet():
+            ttft95 = call(task, percentile, [1000 * d["ttft_s"] for d in rows], 95)
+            tpot95 = call(task, percentile, [call(task, tpot_ms, d) for d in rows], 95)
+            good = call(task, goodput_rps, rows, slo, s["duration_s"])
+        for what, got, want in (("P95 TTFT", ttft95, ref["ttft_p95_ms"]), ("P95 TPOT", tpot95, ref["tpot_p95_ms"]),
+                                ("goodput", good, s["goodput_rps"])):
+            if not _close(got, want, rel=1e-6):
+                raise CheckFailed(f"{task}: your {what} at concurrency {s['concurrency']} differs from the course's "
+                                  "on today's records")
+    with forbid(ns, FORBIDDEN), quiet():
+        got = call(task, max_concurrency, summaries, slo)
+    if got != max_level_meeting(summaries, slo):
+        raise CheckFailed(f"{task}: your max_concurrency differs from the course's on today's sweep")
+    passed("all your functions agree with inferopt.bench.metrics on today's measurement")

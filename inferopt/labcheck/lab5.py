@@ -1,0 +1,204 @@
+"""Lab 5 checks: an alert rule with its promtool test; a load-test table checked with Little's law;
+a fleet sized from the table. The sizing functions run with ``plan_instances`` made unavailable."""
+from __future__ import annotations
+
+import math
+
+from inferopt.labcheck import (
+    CheckFailed,
+    call,
+    forbid,
+    need,
+    need_callable,
+    passed,
+    quiet,
+    ratio_hint,
+    rng,
+)
+
+FORBIDDEN = [("inferopt.planning.capacity", "plan_instances")]
+
+
+def task1(ns: dict) -> None:
+    from inferopt.monitoring.grading import check_rule_and_test
+
+    task = "Task 1"
+    rule, test = need(ns, task, "my_rule", "my_test")
+    if not isinstance(rule, dict) or not isinstance(test, dict):
+        raise CheckFailed(f"{task}: my_rule and my_test should be dicts")
+    if rule.get("alert") != "KVCacheNearlyFull":
+        raise CheckFailed(f"{task}: name the alert KVCacheNearlyFull")
+    if rule.get("for") != "2m":
+        raise CheckFailed(f"{task}: the rule should wait 2 minutes ('for': '2m') before it fires")
+    if "vllm:kv_cache_usage_perc" not in str(rule.get("expr", "")):
+        raise CheckFailed(f"{task}: the expression should read vllm:kv_cache_usage_perc")
+    problems = check_rule_and_test(rule, test)
+    if not problems:  # the rule must also be right, not only consistent with its own test
+        problems = _threshold_problems(rule, test)
+    if problems:
+        for p in problems:
+            print("-", p)
+        raise CheckFailed(f"{task}: {len(problems)} problem(s) with the rule or its test, listed above")
+    passed(f"{task} passes: promtool accepts the rule, your test passes on it and fails on a rule that never "
+           "fires and on one that always fires; the threshold is right")
+
+
+def _threshold_problems(rule: dict, test: dict) -> list:
+    """Run a hidden test: the rule must fire above 0.9 and stay quiet at 0.9 and below (a fraction, not %)."""
+    import copy
+    import tempfile
+    from pathlib import Path
+
+    from inferopt.monitoring.grading import _run
+
+    hidden = {"evaluation_interval": "1m", "tests": [{
+        "interval": "1m",
+        "input_series": [
+            {"series": 'vllm:kv_cache_usage_perc{job="vllm",instance="a:1"}', "values": "0.93x10"},
+            {"series": 'vllm:kv_cache_usage_perc{job="vllm",instance="b:1"}', "values": "0.9x10"},
+            {"series": 'vllm:kv_cache_usage_perc{job="vllm",instance="c:1"}', "values": "0.6x10"},
+        ],
+        "alert_rule_test": [{"eval_time": "1m", "alertname": "KVCacheNearlyFull", "exp_alerts": []}],
+    }]}
+    rule_q = copy.deepcopy(rule)
+    rule_q.pop("annotations", None)
+    with tempfile.TemporaryDirectory(prefix="lab5-hidden-") as d:
+        folder = Path(d)
+        _, quiet_ok = _run(rule_q, hidden, folder)
+        if not quiet_ok.ok:
+            return ["the rule fires too early: it must wait 2 minutes"]
+        for inst, should in (("a:1", True), ("b:1", False), ("c:1", False)):
+            case = copy.deepcopy(hidden)
+            case["tests"][0]["input_series"] = [s for s in case["tests"][0]["input_series"] if inst in s["series"]]
+            case["tests"][0]["alert_rule_test"] = [{"eval_time": "5m", "alertname": "KVCacheNearlyFull",
+                                                    "exp_alerts": [{"exp_labels": {"severity": rule_q["labels"].get("severity"),
+                                                                                   "instance": inst}}] if should else []}]
+            _, res = _run(rule_q, case, folder)
+            if not res.ok:
+                what = "a cache above 0.9" if should else "a cache at or below 0.9"
+                return [(f"on a series the check made up, the rule does not behave as asked for {what}: "
+                        "vllm:kv_cache_usage_perc is a fraction 0..1, the alert is per instance and keeps only "
+                        "the severity and instance labels")]
+    return []
+
+
+def ref_in_flight(qps, ttft_ms, tpot_ms, output_tokens):
+    return qps * (ttft_ms + (output_tokens - 1) * tpot_ms) / 1000
+
+
+def ref_impossible(table, output_tokens, tolerance):
+    return [row["concurrency"] for row in table
+            if abs(ref_in_flight(row["qps"], row["ttft_mean_ms"], row["tpot_mean_ms"], output_tokens)
+                   / row["concurrency"] - 1) > tolerance]
+
+
+def random_table(r, output_tokens):
+    rows = []
+    for c in sorted(r.sample([8, 16, 32, 64, 128, 256, 384, 512], r.randint(3, 6))):
+        ttft, tpot = r.uniform(80, 1500), r.uniform(15, 90)
+        w = (ttft + (output_tokens - 1) * tpot) / 1000
+        factor = r.choice([r.uniform(0.97, 1.03)] * 3 + [r.uniform(1.6, 6), r.uniform(0.15, 0.6)])
+        rows.append({"concurrency": c, "qps": round(c / w * factor, 2), "ttft_mean_ms": round(ttft, 1),
+                     "tpot_mean_ms": round(tpot, 2), "ttft_p95_ms": round(1.5 * ttft), "tpot_p95_ms": round(1.2 * tpot)})
+    return rows
+
+
+def task2(ns: dict, n_cases: int = 300, seed=None) -> None:
+    task = "Task 2"
+    in_flight, impossible_rows = need_callable(ns, task, "in_flight", "impossible_rows")
+    table_a, table_b, trusted = need(ns, task, "load_test_a", "load_test_b", "trusted")
+    r = rng(seed)
+    for _ in range(n_cases):
+        qps, ttft, tpot, n = r.uniform(0.5, 80), r.uniform(50, 3000), r.uniform(5, 200), r.randint(2, 1000)
+        want = ref_in_flight(qps, ttft, tpot, n)
+        with quiet():
+            got = call(task, in_flight, qps, ttft, tpot, n)
+        if not isinstance(got, (int, float)) or abs(got - want) > 1e-9 * max(1, want):
+            known = {1000: "the latencies are in ms and the rate in requests per second: convert ms to s"}
+            if isinstance(got, (int, float)) and abs(got - qps * (ttft + n * tpot) / 1000) < 1e-9 * max(1, want):
+                hint = "after the first token come n - 1 more, each one TPOT apart: (n - 1) x TPOT"
+            elif isinstance(got, (int, float)) and abs(got - qps * (n - 1) * tpot / 1000) < 1e-9 * max(1, want):
+                hint = "a request's latency starts with its TTFT: W = TTFT + (n - 1) x TPOT"
+            else:
+                hint = ratio_hint(got, want, "your L", known) if isinstance(got, (int, float)) else "return a number"
+            raise CheckFailed(f"{task}: in_flight is wrong on a case the check made up: {hint} (Little's law: L = lambda x W)")
+    for _ in range(n_cases // 3):
+        n = r.choice([64, 150, 256])
+        table = random_table(r, n)
+        tol = r.choice([0.1, 0.2, 0.25])
+        want = ref_impossible(table, n, tol)
+        with quiet():
+            got = call(task, impossible_rows, [dict(x) for x in table], n, tol)
+        if list(got) != want if isinstance(got, (list, tuple)) else True:
+            raise CheckFailed(f"{task}: impossible_rows is wrong on a table the check made up: flag a row when the "
+                              "concurrency implied by Little's law differs from the measured one by more than the "
+                              "tolerance (relative); return the concurrency of each such row, in table order")
+    with quiet():
+        bad_a = call(task, impossible_rows, table_a, 150, 0.2)
+        bad_b = call(task, impossible_rows, table_b, 150, 0.2)
+    if trusted is not table_b or not bad_a or bad_b:
+        raise CheckFailed(f"{task}: `trusted` should be the table that survives Little's law (impossible_rows finds "
+                          "no row in it); the other one cannot have been measured")
+    passed(f"{task} passes: in_flight and impossible_rows are right on {n_cases + n_cases // 3} cases made up just now, "
+           "and you trust the table that obeys Little's law")
+
+
+def ref_best_qps(table, ttft_slo, tpot_slo):
+    inside = [row["qps"] for row in table if row["ttft_p95_ms"] < ttft_slo and row["tpot_p95_ms"] < tpot_slo]
+    return max(inside) if inside else None
+
+
+def ref_instances(target, per_instance, surge, spares, gpus_per_instance):
+    base = max(1, math.ceil(round(target / per_instance, 9)))
+    instances = base + surge + spares
+    return base, instances, instances * gpus_per_instance
+
+
+def task3(ns: dict, n_cases: int = 300, seed=None) -> None:
+    task = "Task 3"
+    best_qps, instances_needed = need_callable(ns, task, "best_qps_within_slo", "instances_needed")
+    per_instance_qps, sizing, table_b = need(ns, task, "per_instance_qps", "sizing", "load_test_b")
+    r = rng(seed)
+    for _ in range(n_cases // 3):
+        table = random_table(r, 150)
+        ttft_slo, tpot_slo = r.choice([300, 500, 1000]), r.choice([30, 50, 80])
+        if r.random() < 0.3:  # a row exactly at the limit does not meet "P95 < SLO"
+            table[0]["ttft_p95_ms"] = ttft_slo
+        want = ref_best_qps(table, ttft_slo, tpot_slo)
+        with forbid(ns, FORBIDDEN), quiet():
+            got = call(task, best_qps, [dict(x) for x in table], ttft_slo, tpot_slo)
+        if got != want:
+            if got == max(row["qps"] for row in table):
+                hint = "that is the raw peak: take the best QPS among the rows that meet both SLOs"
+            elif want is None:
+                hint = "no row meets both SLOs here: return None"
+            else:
+                hint = ("a row counts when TTFT P95 < its SLO and TPOT P95 < its SLO (strictly, as the SLO says); "
+                        "return that row's qps")
+            raise CheckFailed(f"{task}: best_qps_within_slo is wrong on a table the check made up: {hint}")
+    for _ in range(n_cases):
+        per = r.choice([r.randint(5, 80), round(r.uniform(5, 80), 1)])
+        # exact multiples too (whole numbers only, so float rounding never decides the answer)
+        target = per * r.randint(1, 12) if isinstance(per, int) and r.random() < 0.5 else r.randint(10, 1000)
+        if isinstance(per, float) and abs(target / per - round(target / per)) < 1e-6:
+            continue
+        surge, spares, gpi = r.randint(0, 2), r.randint(0, 2), r.choice([1, 2, 4, 8])
+        want = ref_instances(target, per, surge, spares, gpi)
+        with forbid(ns, FORBIDDEN), quiet():
+            got = call(task, instances_needed, target, per, surge, spares, gpi)
+        if tuple(got) != want if isinstance(got, (list, tuple)) else True:
+            base = want[0]
+            if isinstance(got, (list, tuple)) and len(got) == 3 and got[0] != base:
+                hint = ("one instance too many when the target is an exact multiple: ceil, not floor + 1"
+                        if got[0] == base + 1 else "base = ceil(target / per-instance QPS): a fraction of an "
+                        "instance does not exist, round up")
+            else:
+                hint = "instances = base + surge + spares; GPUs = instances x GPUs per instance"
+            raise CheckFailed(f"{task}: instances_needed({target}, {per}, {surge}, {spares}, {gpi}) is wrong: {hint}")
+    want_qps = ref_best_qps(table_b, need(ns, task, "TTFT_SLO_MS"), need(ns, task, "TPOT_SLO_MS"))
+    if per_instance_qps != want_qps:
+        raise CheckFailed(f"{task}: per_instance_qps should come from best_qps_within_slo on the trusted table")
+    if tuple(sizing) != ref_instances(need(ns, task, "TARGET_QPS"), want_qps, 1, 1, 8):
+        raise CheckFailed(f"{task}: sizing should be instances_needed for the target, with one surge instance and N+1")
+    passed(f"{task} passes: both functions are right on {n_cases + n_cases // 3} cases made up just now, "
+           "and the fleet follows from the trusted table")

@@ -1,0 +1,437 @@
+"""Every lab check passes the worked solution and rejects wrong work (no engine, no kernel).
+
+For each check cell of solutions/ (found by its nbgrader grade_id) the table WRONG lists wrong
+submissions, each a small piece of code applied on top of the worked solution's namespace:
+
+- ``untouched``: the generated lab as a learner gets it (labs/, stubs raising NotImplementedError);
+- ``constant``: the answer of the example the lab shows, typed in;
+- ``package``: a shortcut through the package function the task re-implements;
+- ``unit`` / ``off_by_one``: GB vs GiB, ms vs s, n vs n - 1, < vs <=;
+- ``formula``: a plausible but wrong formula.
+
+Each must be rejected with a CheckFailed (one line in Jupyter), an untouched stub with NotDone,
+a shortcut with Shortcut; and no message may contain an answer the lab asks for. A check with
+no wrong submission, or one that lets a wrong one through, fails the suite.
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import io
+import json
+import re
+
+import pytest
+
+from inferopt import labcheck
+from inferopt.labcheck import CheckFailed, NotDone, Shortcut
+from inferopt.paths import LABS, SOLUTIONS
+
+SEED = 20_261_130  # pinned: a failure here is reproducible
+ENGINE = re.compile(r"VLLMServer\(|calibrate\(|concurrency_sweep\(")
+
+
+def _cells(path):
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    return [c for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def _src(cell):
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def _is_check(cell):
+    return bool(cell.get("metadata", {}).get("nbgrader", {}).get("grade"))
+
+
+def _is_live(cell):
+    return "live" in cell.get("metadata", {}).get("tags", [])
+
+
+def _lab_file(folder, lab):
+    return next(folder.glob(f"{lab}-*.ipynb"))
+
+
+def namespace(lab: str, version: str = "solution") -> dict:
+    """Run the lab's task cells (no check cells, no live cells) as the grader would: errors stay
+    in their cell and the next cell runs."""
+    path = _lab_file(SOLUTIONS if version == "solution" else LABS, lab)
+    ns: dict = {"__name__": "__main__"}
+    with contextlib.redirect_stdout(io.StringIO()):
+        for cell in _cells(path):
+            if _is_check(cell) or _is_live(cell):
+                continue
+            assert not ENGINE.search(_src(cell)), f"{path.name}: a cell that starts an engine is not tagged live"
+            try:
+                exec(compile(_src(cell), f"{path.name}", "exec"), ns)  # noqa: S102  (a notebook cell, as the kernel runs it)
+            except Exception:  # an untouched lab: stubs raise, later cells miss names
+                if version == "solution":
+                    raise
+    return ns
+
+
+def check_functions() -> dict[str, tuple[str, str, float]]:
+    """{grade_id: (lab, check function name, points)} from the solutions' graded cells."""
+    out = {}
+    for path in sorted(SOLUTIONS.glob("lab*.ipynb")):
+        for cell in _cells(path):
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if meta.get("grade"):
+                m = re.search(r"labcheck\.(lab\d)\.(\w+)\(globals\(\)\)", _src(cell))
+                assert m, f"{path.name}: graded cell {meta.get('grade_id')} does not call a labcheck check"
+                out[meta["grade_id"]] = (m.group(1), m.group(2), meta["points"])
+    return out
+
+
+def run_check(lab: str, fn: str, ns: dict) -> str:
+    """Run one check; return what it printed."""
+    check = getattr(getattr(labcheck, lab), fn)
+    kwargs = {"seed": SEED} if "seed" in inspect.signature(check).parameters else {}
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        check(ns, **kwargs)
+    return buf.getvalue()
+
+
+# Answers a lab asks for: none may appear in a check's message or printout for wrong work.
+ANSWERS = {
+    "lab1": [r"\bprefix_cache\b", r"\bspeculative_decoding\b", r"\btensor_parallel\b", r"\bint4_awq_marlin\b",
+             r"\bchunked_prefill\b", r"\braise_concurrency\b", r"\bfp8\b", r"\bspec_quant\b",
+             r"\('?[ABCD]'?, '?\w+'?\)"],
+    "lab2": [r"163,?840", r"0\.671", r"(?<![\d,.])774\b", r"3\.72", r"11,?648", r"7\.58\b"],
+    "lab3": [r"\['--enable-prefix-caching', '--enable-chunked-prefill', '--max-num-batched-tokens', '2048'"],
+    "lab4": [r"\b6\.9\d*\b"],
+    "lab5": [r"\(4, 6, 48\)", r"\b48 GPUs\b", r"per_instance_qps\s*=\s*50", r"load_test_b\b", r"\btable B\b",
+             r"> 0\.9\b.*severity", r"\b50(\.0)? QPS\b"],
+}
+
+UNTOUCHED = "untouched"
+
+# {grade_id: {kind: code run on top of the solution's namespace}}; UNTOUCHED uses labs/.
+WRONG = {
+    "lab1-part1": {
+        UNTOUCHED: None,
+        "constant": "def worst_metric(m, s):\n    return 'ttft_p95_ms'\ndef branch_for(m, s):\n    return 'A'",
+        "package": ("from inferopt.diagnosis.decision import diagnose\n"
+                    "def worst_metric(m, s):\n    return diagnose(m, s).worst_metric\n"
+                    "def branch_for(m, s):\n    return diagnose(m, s).branch"),
+        "off_by_one": ("_orig = failing_ratios\n"
+                       "def failing_ratios(metrics, slos):\n"
+                       "    out = {k: metrics[k] / slos[k] for k in LATENCY if metrics.get(k) is not None and slos.get(k)"
+                       " and metrics[k] / slos[k] >= 1}\n"
+                       "    out.update({k: v for k, v in _orig(metrics, slos).items() if k == 'throughput_tok_s'})\n"
+                       "    return out"),
+        "formula": ("def branch_for(metrics, slos):\n    w = worst_metric(metrics, slos)\n"
+                    "    return None if w is None else BRANCH_OF[w]"),
+        "formula_throughput": ("_orig = failing_ratios\n"
+                               "def failing_ratios(metrics, slos):\n    out = _orig(metrics, slos)\n"
+                               "    if 'throughput_tok_s' in out:\n"
+                               "        out['throughput_tok_s'] = metrics['throughput_tok_s'] / slos['throughput_tok_s']\n"
+                               "    return out"),
+    },
+    "lab1-part2": {
+        UNTOUCHED: None,
+        "constant": "answers = {name: ('A', 'prefix_cache') for name in INCIDENTS}",
+        "package": ("from inferopt.diagnosis.decision import diagnose\n"
+                    "answers = {n: (diagnose(i['metrics'], i.get('slos', SLO), i['workload'], i['techniques_on']).branch,"
+                    " 'x') for n, i in INCIDENTS.items()}\n"
+                    "In = ['answers = {n: (diagnose(i[\"metrics\"], SLO).branch, ...) for n, i in INCIDENTS.items()}']"),
+        "formula_already_on": "answers = dict(answers, **{'batch-api': ('B', 'continuous_batching')})",
+        "formula_worst_first": "answers = dict(answers, **{'legal-search': ('B', 'speculative_decoding')})",
+    },
+    "lab1-part3": {
+        UNTOUCHED: None,
+        "formula": "pitfall = 'spec_continuous_batching'",
+        "not_an_id": "pitfall = 'spec+quant'",
+    },
+    "lab2-task1": {
+        UNTOUCHED: None,
+        "constant": "def kv_bytes_per_token(cfg, kv_bytes):\n    return 163840",
+        "package": ("from inferopt.planning import memory\n"
+                    "def kv_bytes_per_token(cfg, kv_bytes):\n"
+                    "    return memory.kv_bytes_per_request('llama-3-70b', 1, kv_dtype='fp8')"),
+        "unit": "def kv_gb_per_request(cfg, kv_bytes, tokens):\n    return kv_bytes_per_token(cfg, kv_bytes) * tokens / 2**30",
+        "formula_no_values": ("def kv_bytes_per_token(cfg, kv_bytes):\n"
+                              "    hd = cfg['hidden_size'] // cfg['num_attention_heads']\n"
+                              "    return cfg['num_hidden_layers'] * cfg['num_key_value_heads'] * hd * kv_bytes"),
+        "formula_all_heads": ("def kv_bytes_per_token(cfg, kv_bytes):\n"
+                              "    return 2 * cfg['num_hidden_layers'] * cfg['hidden_size'] * kv_bytes"),
+    },
+    "lab2-task2": {
+        UNTOUCHED: None,
+        "constant": "def requests_that_fit(capacity_gb, gb_per_request):\n    return 774",
+        "off_by_one": ("def requests_that_fit(capacity_gb, gb_per_request):\n"
+                       "    return math.ceil(capacity_gb / gb_per_request)"),
+        "rounding": "def requests_that_fit(capacity_gb, gb_per_request):\n    return round(capacity_gb / gb_per_request)",
+        "typed_value": "seed_factor = 3.7",
+    },
+    "lab2-task3": {
+        UNTOUCHED: None,
+        "constant": "def engine_prediction(cfg, dtype_bytes, budget_bytes, max_model_len, block_size=128):\n"
+                    "    return 11648, 7.58",
+        "package": ("from inferopt.planning import memory\n"
+                    "def engine_prediction(cfg, dtype_bytes, budget_bytes, max_model_len, block_size=128):\n"
+                    "    r = memory.cpu_engine_prediction(kv_cache_gib=budget_bytes / 2**30, max_model_len=max_model_len)\n"
+                    "    return r.kv_cache_tokens, r.max_concurrency"),
+        "off_by_one": ("_orig = engine_prediction\n"
+                       "def engine_prediction(cfg, dtype_bytes, budget_bytes, max_model_len, block_size=128):\n"
+                       "    hd = cfg['hidden_size'] // cfg['num_attention_heads']\n"
+                       "    blk = 2 * block_size * cfg['num_key_value_heads'] * hd * dtype_bytes * cfg['num_hidden_layers']\n"
+                       "    blocks = budget_bytes // blk\n"
+                       "    return blocks * block_size, blocks / math.ceil(max_model_len / block_size)"),
+        "no_ceil": ("def engine_prediction(cfg, dtype_bytes, budget_bytes, max_model_len, block_size=128):\n"
+                    "    hd = cfg['hidden_size'] // cfg['num_attention_heads']\n"
+                    "    blk = 2 * block_size * cfg['num_key_value_heads'] * hd * dtype_bytes * cfg['num_hidden_layers']\n"
+                    "    c = (budget_bytes // blk) / (max_model_len / block_size)\n"
+                    "    return int(c * max_model_len), c"),
+        "unit": ("def engine_prediction(cfg, dtype_bytes, budget_bytes, max_model_len, block_size=128):\n"
+                 "    hd = cfg['hidden_size'] // cfg['num_attention_heads']\n"
+                 "    blk = 2 * block_size * cfg['num_key_value_heads'] * hd * 2 * cfg['num_hidden_layers']\n"
+                 "    c = (budget_bytes // blk) / math.ceil(max_model_len / block_size)\n"
+                 "    return int(c * max_model_len), c"),
+    },
+    "lab3-task1": {
+        UNTOUCHED: None,
+        "constant": ("def cpu_flags(flags):\n    return ['--enable-prefix-caching', '--enable-chunked-prefill', "
+                     "'--max-num-batched-tokens', '2048', '--max-num-seqs', '16']"),
+        "keeps_values": "def cpu_flags(flags):\n    return [SCALE.get(flags[i - 1], f) if i else f for i, f in enumerate(flags) if f not in DROP]",
+        "no_scaling": ("def cpu_flags(flags):\n    out, i = [], 0\n    while i < len(flags):\n"
+                       "        v = i + 1 < len(flags) and not flags[i + 1].startswith('--')\n"
+                       "        if flags[i] not in DROP:\n            out += flags[i:i + 2] if v else flags[i:i + 1]\n"
+                       "        i += 2 if v else 1\n    return out"),
+        "sorted": "_orig = cpu_flags\ndef cpu_flags(flags):\n    return sorted(_orig(flags))",
+    },
+    "lab3-task2": {
+        UNTOUCHED: None,
+        "constant": "def live_stats(t0, stamps, n_tokens):\n    return 250.0, 106.0",
+        "unit": ("def live_stats(t0, stamps, n_tokens):\n"
+                 "    return 1000 * (stamps[0] - t0), (stamps[-1] - stamps[0]) / (n_tokens - 1)"),
+        "off_by_one": ("def live_stats(t0, stamps, n_tokens):\n"
+                       "    return 1000 * (stamps[0] - t0), 1000 * (stamps[-1] - stamps[0]) / n_tokens"),
+        "formula_chunks": ("def live_stats(t0, stamps, n_tokens):\n"
+                           "    return 1000 * (stamps[0] - t0), 1000 * (stamps[-1] - stamps[0]) / (len(stamps) - 1)"),
+        "no_stamp": "def on_token(piece):\n    print(piece, end='')",
+    },
+    "lab3-task3": {
+        UNTOUCHED: None,
+        "constant": "def metric_value(text, name):\n    return 0.0",
+        "prefix": ("def metric_value(text, name):\n    return sum(float(l.rpartition(' ')[2]) for l in text.splitlines()"
+                   " if l.startswith(name))"),
+        "first_only": ("def metric_value(text, name):\n    for l in text.splitlines():\n"
+                       "        if l and not l.startswith('#') and l.rpartition(' ')[0].split('{')[0] == name:\n"
+                       "            return float(l.rpartition(' ')[2])\n    return 0.0"),
+        "split_spaces": ("def metric_value(text, name):\n    t = 0.0\n    for l in text.splitlines():\n"
+                         "        if l and not l.startswith('#') and l.split()[0].split('{')[0] == name:\n"
+                         "            t += float(l.split()[1])\n    return t"),
+    },
+    "lab3-task4": {
+        UNTOUCHED: None,
+        "constant": "def slo_verdict(summary, slo):\n    return {'ttft': (0, 0, True), 'tpot': (0, 0, True)}",
+        "off_by_one": ("def slo_verdict(summary, slo):\n"
+                       "    return {m: (summary[f'{m}_p{slo.percentile}_ms'], getattr(slo, f'{m}_ms'),"
+                       " summary[f'{m}_p{slo.percentile}_ms'] < getattr(slo, f'{m}_ms')) for m in ('ttft', 'tpot')}"),
+        "fixed_p95": ("def slo_verdict(summary, slo):\n"
+                      "    return {m: (summary[f'{m}_p95_ms'], getattr(slo, f'{m}_ms'),"
+                      " summary[f'{m}_p95_ms'] <= getattr(slo, f'{m}_ms')) for m in ('ttft', 'tpot')}"),
+        "unit": ("_orig = slo_verdict\ndef slo_verdict(summary, slo):\n"
+                 "    return {m: (v / 1000, l, ok) for m, (v, l, ok) in _orig(summary, slo).items()}"),
+    },
+    "lab4-task1": {
+        UNTOUCHED: None,
+        "constant": "def percentile(values, q):\n    return 6.9",
+        "package": "import numpy as np\ndef percentile(values, q):\n    return float(np.percentile(values, q))",
+        "package_import": "from numpy import percentile as _p\ndef percentile(values, q):\n    return float(_p(values, q))",
+        "off_by_one": ("def percentile(values, q):\n    v = sorted(values)\n    r = min(len(v) - 1, len(v) * q / 100)\n"
+                       "    lo, hi = math.floor(r), math.ceil(r)\n    return v[lo] + (v[hi] - v[lo]) * (r - lo)"),
+        "nearest_rank": "def percentile(values, q):\n    v = sorted(values)\n    return v[round((len(v) - 1) * q / 100)]",
+        "unit": ("def tpot_ms(record):\n    n = record['output_tokens']\n"
+                 "    return None if n < 2 else (record['e2e_s'] - record['ttft_s']) / (n - 1)"),
+        "divide_by_n": ("def tpot_ms(record):\n    n = record['output_tokens']\n"
+                        "    return None if n < 2 else 1000 * (record['e2e_s'] - record['ttft_s']) / n"),
+    },
+    "lab4-task2": {
+        UNTOUCHED: None,
+        "constant": "def goodput_rps(rows, slo, duration_s):\n    return 0.5",
+        "package": ("from inferopt.bench.metrics import RequestRecord\n"
+                    "def goodput_rps(rows, slo, duration_s):\n"
+                    "    return sum(slo.request_meets(RequestRecord.from_dict(dict(d, request_id=0, start_s=0.0, itl_s=[], error=None)))"
+                    " for d in rows) / duration_s"),
+        "ttft_only": ("def goodput_rps(rows, slo, duration_s):\n"
+                      "    return sum(1000 * d['ttft_s'] <= slo.ttft_ms for d in rows) / duration_s"),
+        "off_by_one": ("def goodput_rps(rows, slo, duration_s):\n    good = 0\n    for d in rows:\n        t = tpot_ms(d)\n"
+                       "        good += 1000 * d['ttft_s'] < slo.ttft_ms and (t is None or t < slo.tpot_ms)\n"
+                       "    return good / duration_s"),
+        "throughput": "def goodput_rps(rows, slo, duration_s):\n    return len(rows) / duration_s",
+    },
+    "lab4-task3": {
+        UNTOUCHED: None,
+        "constant": "def max_concurrency(summaries, slo):\n    return 2",
+        "package": ("from inferopt.bench.metrics import max_level_meeting\n"
+                    "def max_concurrency(summaries, slo):\n    return max_level_meeting(summaries, slo)"),
+        "no_stop": ("def max_concurrency(summaries, slo):\n"
+                    "    ok = [s['concurrency'] for s in summaries if s['ttft_p95_ms'] <= slo.ttft_ms"
+                    " and s['tpot_p95_ms'] <= slo.tpot_ms]\n    return max(ok) if ok else None"),
+        "unsorted": ("def max_concurrency(summaries, slo):\n    best = None\n    for s in summaries:\n"
+                     "        if s['ttft_p95_ms'] <= slo.ttft_ms and s['tpot_p95_ms'] <= slo.tpot_ms:\n"
+                     "            best = s['concurrency']\n        else:\n            break\n    return best"),
+    },
+    "lab4-task4": {
+        UNTOUCHED: None,
+        "constant": ("def make_figures(summaries, slo):\n    fixed = SLO(ttft_ms=800, tpot_ms=120)\n"
+                     "    return plots.latency_vs_concurrency(summaries, fixed), plots.pareto(summaries, slo_ms=120)"),
+        "wrong_axis": ("def make_figures(summaries, slo):\n    return plots.latency_vs_concurrency(summaries, slo), "
+                       "plots.pareto(summaries, latency='ttft_p95_ms', slo_ms=slo.ttft_ms)"),
+        "no_slo": ("def make_figures(summaries, slo):\n"
+                   "    return plots.latency_vs_concurrency(summaries), plots.pareto(summaries, slo_ms=slo.tpot_ms)"),
+    },
+    "lab5-task1": {
+        UNTOUCHED: None,
+        "unit_percent": "my_rule = dict(my_rule, expr=my_rule['expr'].replace('> 0.9', '> 90'))",
+        "formula_at_or_above": "my_rule = dict(my_rule, expr=my_rule['expr'].replace('> 0.9', '>= 0.9'))",
+        "no_for": "my_rule = {k: v for k, v in my_rule.items() if k != 'for'}",
+        "test_cannot_fail": ("import copy\nmy_test = copy.deepcopy(my_test)\n"
+                             "my_test['tests'][0]['alert_rule_test'] = my_test['tests'][0]['alert_rule_test'][:1]"),
+    },
+    "lab5-task2": {
+        UNTOUCHED: None,
+        "constant": "def in_flight(qps, ttft_ms, tpot_ms, output_tokens):\n    return 64",
+        "unit": ("def in_flight(qps, ttft_ms, tpot_ms, output_tokens):\n"
+                 "    return qps * (ttft_ms + (output_tokens - 1) * tpot_ms)"),
+        "off_by_one": ("def in_flight(qps, ttft_ms, tpot_ms, output_tokens):\n"
+                       "    return qps * (ttft_ms + output_tokens * tpot_ms) / 1000"),
+        "formula_no_ttft": ("def in_flight(qps, ttft_ms, tpot_ms, output_tokens):\n"
+                            "    return qps * (output_tokens - 1) * tpot_ms / 1000"),
+        "trusts_a": "trusted = load_test_a",
+    },
+    "lab5-task3": {
+        UNTOUCHED: None,
+        "constant": ("def best_qps_within_slo(table, ttft_slo_ms, tpot_slo_ms):\n    return 50\n"
+                     "def instances_needed(target_qps, per_instance_qps, surge=1, spares=1, gpus_per_instance=8):\n"
+                     "    return 4, 6, 48"),
+        "package": ("from inferopt.planning.capacity import plan_instances\n"
+                    "def instances_needed(target_qps, per_instance_qps, surge=1, spares=1, gpus_per_instance=8):\n"
+                    "    p = plan_instances(target_qps, per_instance_qps, surge, 'N+1', gpus_per_instance)\n"
+                    "    return p.base_instances, p.instances, p.gpus"),
+        "off_by_one": ("def instances_needed(target_qps, per_instance_qps, surge=1, spares=1, gpus_per_instance=8):\n"
+                       "    base = int(target_qps // per_instance_qps) + 1\n"
+                       "    return base, base + surge + spares, (base + surge + spares) * gpus_per_instance"),
+        "raw_peak": "def best_qps_within_slo(table, ttft_slo_ms, tpot_slo_ms):\n    return max(r['qps'] for r in table)",
+        "at_or_below": ("def best_qps_within_slo(table, ttft_slo_ms, tpot_slo_ms):\n"
+                        "    ok = [r['qps'] for r in table if r['ttft_p95_ms'] <= ttft_slo_ms and r['tpot_p95_ms'] <= tpot_slo_ms]\n"
+                        "    return max(ok) if ok else None"),
+    },
+}
+
+CHECKS = check_functions()
+CASES = [(gid, kind) for gid in sorted(WRONG) for kind in WRONG[gid]]
+
+
+def test_engine_cells_are_tagged_live():
+    """Cells that start an engine carry the tag `live` (the grader skips them; these tests never start one)
+    and come after every check cell, so the engine starts only once the tasks pass."""
+    for path in sorted(SOLUTIONS.glob("lab*.ipynb")):
+        cells = _cells(path)
+        live = [i for i, c in enumerate(cells) if ENGINE.search(_src(c))]
+        assert all(_is_live(cells[i]) for i in live), path.name
+        checks = [i for i, c in enumerate(cells) if _is_check(c)]
+        assert not live or not checks or min(live) > max(checks), path.name
+
+
+def test_every_check_has_wrong_submissions():
+    """Each check cell of solutions/ is listed here with an untouched stub and at least two other
+    wrong submissions (a check that rejects nothing would pass this table only if it had none)."""
+    assert set(CHECKS) == set(WRONG), (sorted(CHECKS), sorted(WRONG))
+    thin = {gid: sorted(kinds) for gid, kinds in WRONG.items() if UNTOUCHED not in kinds or len(kinds) < 3}
+    assert not thin, thin
+
+
+@pytest.mark.parametrize("gid", sorted(CHECKS))
+def test_worked_solution_passes(gid):
+    lab, fn, _ = CHECKS[gid]
+    out = run_check(lab, fn, namespace(lab))
+    assert "passes" in out, out
+
+
+def _assert_no_answer(lab: str, text: str) -> None:
+    for pattern in ANSWERS[lab]:
+        assert not re.search(pattern, text), f"an answer ({pattern}) shows in: {text}"
+
+
+@pytest.mark.parametrize("gid,kind", CASES, ids=[f"{g}:{k}" for g, k in CASES])
+def test_wrong_submission_is_rejected(gid, kind):
+    lab, fn, _ = CHECKS[gid]
+    if kind == UNTOUCHED:
+        ns = namespace(lab, "lab")
+    else:
+        ns = namespace(lab)
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(WRONG[gid][kind], f"<wrong {gid}:{kind}>", "exec"), ns)  # noqa: S102  (the wrong submission)
+    buf = io.StringIO()
+    with pytest.raises(CheckFailed) as err, contextlib.redirect_stdout(buf):
+        run_check(lab, fn, ns)
+    msg = str(err.value)
+    assert "\n" not in msg and len(msg) < 1500, msg  # one line
+    if kind == UNTOUCHED:
+        assert isinstance(err.value, NotDone) and "not done yet" in msg, msg
+    if kind.startswith("package"):
+        assert isinstance(err.value, Shortcut) and "write it yourself" in msg, msg
+    _assert_no_answer(lab, msg + "\n" + buf.getvalue())
+
+
+def test_forbid_restores_the_package():
+    import numpy as np
+
+    from inferopt.diagnosis import decision
+
+    before = (np.percentile, decision.diagnose)
+    ns = {"diagnose": decision.diagnose}
+    with labcheck.forbid(ns, [("numpy", "percentile"), ("inferopt.diagnosis.decision", "diagnose")]):
+        assert np.percentile is not before[0] and ns["diagnose"] is not before[1]
+        with pytest.raises(Exception, match="write it yourself"):
+            np.percentile([1, 2], 50)
+    assert (np.percentile, decision.diagnose) == before and ns["diagnose"] is before[1]
+
+
+def test_check_errors_render_as_one_line():
+    """What Jupyter shows for a failed check: IPython uses _render_traceback_ instead of a traceback."""
+    lines = NotDone("Task 2 is not done yet: define `predicted_tokens`")._render_traceback_()
+    assert len(lines) == 1 and "Task 2 is not done yet: define `predicted_tokens`" in lines[0]
+
+
+def test_references_agree_with_the_package():
+    """The checks' own formulas (independent of the package) agree with inferopt.planning.memory,
+    inferopt.bench.metrics and inferopt.monitoring's reference text parser."""
+    import numpy as np
+
+    from inferopt.bench.experiments import parse_metrics
+    from inferopt.bench.metrics import SLO, RequestRecord, max_level_meeting, summarize
+    from inferopt.labcheck import lab2, lab3, lab4
+    from inferopt.planning import memory
+    from inferopt.planning.capacity import plan_instances
+
+    smol = lab2.model_cfg("smollm2-135m-instruct")
+    for gib, mml in ((0.5, 1536), (1.0, 2048), (0.25, 1000)):
+        want = memory.cpu_engine_prediction(kv_cache_gib=gib, max_model_len=mml)
+        tokens, conc = lab2.ref_prediction(smol, 4, int(gib * 2**30), mml)
+        assert (tokens, conc) == (want.kv_cache_tokens, want.max_concurrency)
+    assert lab2.ref_bytes_per_token(lab2.model_cfg("llama-3-70b"), 1) == memory.kv_bytes_per_request(
+        "llama-3-70b", 1, kv_dtype="fp8")
+    r = labcheck.rng(SEED)
+    for _ in range(20):
+        text, names = lab3.random_exposition(r)
+        parsed = parse_metrics(text)
+        for n in names:
+            assert abs(lab3.ref_metric_value(text, n) - parsed.get(n, 0.0)) < 1e-6 * max(1, parsed.get(n, 0.0))
+        slo = SLO(ttft_ms=r.choice([300, 800]), tpot_ms=r.choice([50, 120]))
+        rows = [lab4.random_record(r) for _ in range(12)]
+        recs = [RequestRecord.from_dict(dict(d, request_id=0, start_s=0.0, itl_s=[], error=None)) for d in rows]
+        s = summarize(recs, duration_s=10.0, slo=slo)
+        assert abs(lab4.ref_goodput(rows, slo, 10.0) - s["goodput_rps"]) < 1e-12
+        assert abs(np.percentile([lab4.ref_tpot_ms(d) for d in rows if lab4.ref_tpot_ms(d) is not None], 95)
+                   - s["tpot_p95_ms"]) < 1e-6
+        sums = lab4.random_summaries(r, slo)
+        assert lab4.ref_max_concurrency(sums, slo) == max_level_meeting(sums, slo)
+    for target, per in ((200, 50), (200, 71.5), (7, 3)):
+        p = plan_instances(target, per, 1, "N+1", 8)
+        from inferopt.labcheck.lab5 import ref_instances
+        assert ref_instances(target, per, 1, 1, 8) == (p.base_instances, p.instances, p.gpus)
