@@ -76,9 +76,9 @@ def stage(out: Path = DEFAULT_OUT) -> dict:
     labs = [p for p in pages if p["kind"] == "lab"]
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     title = next((ln[2:] for ln in readme if ln.startswith("# ")), "The course")
-    index = [f"# {title}", "",
-             "The static edition of the course: every page shows the outputs stored in the notebooks, as CI "
-             "re-ran and checked them. To run the cells yourself, open the notebooks in JupyterLab (`make lab`).", "",
+    intro = ("The static edition of the course: every page shows the outputs stored in the notebooks, as CI "
+             "re-ran and checked them. To run the cells yourself, open the notebooks in JupyterLab (`make lab`).")
+    index = [f"# {title}", "", intro, "",
              "```{toctree}", ":caption: Chapters", ":maxdepth: 1", "", *[str(Path(p["source"]).with_suffix(""))
                                                                          for p in chapters], "```", ""]
     if labs:

@@ -12,7 +12,7 @@ from inferopt import nbtools
 def _nb(tmp_path, fig):
     out = {"output_type": "display_data", "metadata": {},
            "data": {nbtools.PLOTLY_MIME: json.loads(fig.to_json()), "text/plain": "Figure"}}
-    nb = {"cells": [{"cell_type": "code", "execution_count": 1, "metadata": {}, "source": "fig.show()",
+    nb = {"cells": [{"id": "fig0", "cell_type": "code", "execution_count": 1, "metadata": {}, "source": "fig.show()",
                      "outputs": [out]}],
           "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
           "nbformat": 4, "nbformat_minor": 5}
