@@ -201,8 +201,12 @@ def _plotly_outputs(nb: dict):
 def render_png(fig_json: dict) -> str:
     """base64 PNG of a stored plotly figure (its own layout size, else 900 x 500 px)."""
     import base64
+    import logging
 
     import plotly.io as pio
+
+    for name in ("choreographer", "kaleido", "logistro"):   # their shutdown noise is not an error of ours
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
     from inferopt.errors import CourseError
 
