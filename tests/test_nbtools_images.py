@@ -41,3 +41,8 @@ def test_images_are_added_checked_and_go_stale(tmp_path, monkeypatch):
     path.write_text(json.dumps(nb))
     assert nbtools.missing_images([path]) == ["figs.ipynb cell 0: the static image is not of the figure stored next to it"]
     assert nbtools.image_files([path]) == [(path, 1)] and nbtools.missing_images([path]) == []
+
+
+def test_every_stored_figure_has_its_image():
+    problems = nbtools.missing_images()
+    assert not problems, "\n".join(problems) + f"\nfix: {nbtools.FIX_IMAGES}"
