@@ -15,12 +15,12 @@ LAB_OPTS ?=
 ROOT_OPT := $(if $(filter 0,$(shell id -u)),--allow-root)
 NB ?=
 
-.PHONY: setup lab test tools model labs check sync clean-notebooks run-notebooks bench env grade help
+.PHONY: setup lab test tools model labs check sync clean-notebooks run-notebooks bench env help book images grade
 
 help:
 	@echo "make lab    set up (first time ~5 min) and open the course in JupyterLab"
 	@echo "make test   set up and run every test and notebook (strict nbval), as CI does"
-	@echo "other: make setup | model | tools | labs | check | sync [NB=...] | run-notebooks NB=... | bench | env"
+	@echo "other: make setup | model | tools | labs | check | sync [NB=...] | run-notebooks NB=... | bench | env | images [NB=...] | book"
 	@echo "       make grade SUBMISSIONS=dir   grade a folder of submitted lab notebooks (CSV + summary)"
 
 ## setup: virtual environment + packages for the selected engine + default model (CPU)
@@ -72,6 +72,14 @@ check: $(STAMP)
 ## reconcile notebooks with their MyST .md twins (jupytext; the file edited last wins)
 sync: $(STAMP)
 	$(BIN)/python -m inferopt.nbtools sync $(NB)
+
+## figure images: a static PNG beside every stored plotly figure (kaleido + Debian's chromium, offline)
+images: $(STAMP)
+	$(BIN)/python -m inferopt.nbtools images $(NB)
+
+## the static HTML edition (Sphinx + myst-nb + sphinx-book-theme) from the stored outputs: build/book/html
+book: $(STAMP)
+	$(BIN)/python -m inferopt.book
 
 clean-notebooks: $(STAMP)
 	$(BIN)/python -m inferopt.nbtools clean

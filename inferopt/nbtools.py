@@ -15,7 +15,17 @@ Commands (``python -m inferopt.nbtools ...``):
                        its MyST markdown twin (jupytext pairing, see jupytext.toml) disagree
   sync [NB ...]        reconcile each notebook with its .md twin (jupytext --sync; newer file wins)
   clean [NB ...]       normalise metadata of stored notebooks (all by default)
-  run NB [NB ...]      execute notebooks in place (real outputs), clean them, regenerate labs
+  run NB [NB ...]      execute notebooks in place (real outputs), clean them, add figure images,
+                       regenerate labs
+  images [NB ...]      give every stored plotly figure a static PNG rendered from its own JSON
+                       (kaleido + a local Chromium), so GitHub, nbviewer and the book show it;
+                       `check` fails on a figure without its image or with a stale one
+
+Figure images: a plotly output stores ``application/vnd.plotly.v1+json`` (what JupyterLab draws
+and strict nbval compares) plus ``image/png`` rendered from that JSON, with the JSON's hash in the
+output's metadata (``inferopt.png_of``). nbval never compares ``image/png`` (it is in its
+skip list unless --nbdime) nor output metadata, so the image cannot make a test flaky; `check`
+instead proves each image belongs to the figure stored next to it.
 """
 from __future__ import annotations
 
@@ -179,6 +189,84 @@ def unclean_notebooks(paths=None) -> list[str]:
     return problems
 
 
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+FIX_IMAGES = "make images   (or: .venv/bin/python -m inferopt.nbtools images)"
+
+
+def figure_key(fig_json: dict) -> str:
+    """A short hash of a stored plotly figure, recorded next to the image rendered from it."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(fig_json, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _plotly_outputs(nb: dict):
+    for i, cell in enumerate(nb["cells"]):
+        for out in cell.get("outputs", []) if cell["cell_type"] == "code" else []:
+            if PLOTLY_MIME in out.get("data", {}):
+                yield i, out
+
+
+def render_png(fig_json: dict) -> str:
+    """base64 PNG of a stored plotly figure (its own layout size, else 900 x 500 px)."""
+    import base64
+    import logging
+
+    import plotly.io as pio
+
+    for name in ("choreographer", "kaleido", "logistro"):   # their shutdown noise is not an error of ours
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+    from inferopt.errors import CourseError
+
+    layout = fig_json.get("layout", {})
+    try:
+        png = pio.to_image(fig_json, format="png", width=layout.get("width") or 900,
+                           height=layout.get("height") or 500, scale=1)
+    except Exception as exc:  # noqa: BLE001 - kaleido reports a missing browser in several exception types
+        raise CourseError(f"cannot render a figure image ({type(exc).__name__}: {str(exc)[:200]}). kaleido needs a "
+                          "local Chromium: `apt-get install chromium` (Debian) or `make tools`") from None
+    return base64.b64encode(png).decode()
+
+
+def add_images(nb: dict) -> int:
+    """Add or refresh the PNG of every plotly output in ``nb`` (in place); returns how many were rendered."""
+    n = 0
+    for _i, out in _plotly_outputs(nb):
+        key = figure_key(out["data"][PLOTLY_MIME])
+        if out.get("metadata", {}).get("inferopt", {}).get("png_of") == key and "image/png" in out["data"]:
+            continue
+        out["data"]["image/png"] = render_png(out["data"][PLOTLY_MIME])
+        out.setdefault("metadata", {})["inferopt"] = {"png_of": key}
+        n += 1
+    return n
+
+
+def image_files(paths=None) -> list[tuple[Path, int]]:
+    """Add images to stored notebooks (all by default); (path, images rendered) for each changed one."""
+    done = []
+    for path in paths or stored_notebooks():
+        nb = _load(path)
+        n = add_images(nb)
+        if n:
+            path.write_text(_dumps(clean(nb)), encoding="utf-8")
+            done.append((path, n))
+    return done
+
+
+def missing_images(paths=None) -> list[str]:
+    """Plotly outputs without their static image, or with an image of a different figure."""
+    problems = []
+    for path in paths or stored_notebooks():
+        for i, out in _plotly_outputs(_load(path)):
+            rel = path.relative_to(REPO_ROOT)
+            if "image/png" not in out["data"]:
+                problems.append(f"{rel} cell {i}: plotly figure without its static image")
+            elif out.get("metadata", {}).get("inferopt", {}).get("png_of") != figure_key(out["data"][PLOTLY_MIME]):
+                problems.append(f"{rel} cell {i}: the static image is not of the figure stored next to it")
+    return problems
+
+
 def twin(path: Path) -> Path:
     """The MyST markdown twin of a stored notebook (same folder, same name, .md)."""
     return path.with_suffix(".md")
@@ -250,7 +338,9 @@ def run_notebook(path: Path, timeout: int = 1800) -> None:
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}})
     client.execute()
-    path.write_text(_dumps(clean(json.loads(nbformat.writes(nb)))), encoding="utf-8")
+    executed = clean(json.loads(nbformat.writes(nb)))
+    add_images(executed)
+    path.write_text(_dumps(executed), encoding="utf-8")
     sync_files([path])  # outputs changed, inputs did not: the twin stays as it is
 
 
@@ -264,6 +354,8 @@ def main(argv=None) -> int:
     s.add_argument("notebooks", nargs="*", type=Path)
     c = sub.add_parser("clean")
     c.add_argument("notebooks", nargs="*", type=Path)
+    im = sub.add_parser("images")
+    im.add_argument("notebooks", nargs="*", type=Path)
     r = sub.add_parser("run")
     r.add_argument("notebooks", nargs="+", type=Path)
     r.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
@@ -275,16 +367,23 @@ def main(argv=None) -> int:
     if args.cmd == "check":
         unsynced = unsynced_pairs()
         problems = stale_labs() + unclean_notebooks()
-        for p in problems + unsynced:
+        no_image = missing_images()
+        for p in problems + unsynced + no_image:
             print("-", p)
         if problems:
             print(f"fix: {FIX_LABS}\n     {FIX_CLEAN}")
-        if problems or unsynced:
+        if no_image:
+            print(f"fix: {FIX_IMAGES}")
+        if problems or unsynced or no_image:
             return 1
-        print("labs up to date; notebooks clean; every notebook in sync with its .md twin")
+        print("labs up to date; notebooks clean; every notebook in sync with its .md twin; every figure has its image")
         return 0
     if args.cmd == "sync":
         sync_files([x.resolve() for x in args.notebooks] or None)
+        return 0
+    if args.cmd == "images":
+        for p, n in image_files([x.resolve() for x in args.notebooks] or None):
+            print(f"{p.relative_to(REPO_ROOT)}: {n} figure image(s) rendered")
         return 0
     if args.cmd == "clean":
         for p in clean_files([x.resolve() for x in args.notebooks] or None):

@@ -143,10 +143,49 @@ async def _send(session, ep: Endpoint, spec: RequestSpec, rid: int, t0: float) -
     return rec
 
 
+class _TextProgress:
+    """Progress as one text line that a notebook updates in place (``display_id``).
+
+    A tqdm widget is stored in the notebook as its *first* state ("0%"), because the stored
+    ``text/plain`` is taken when it is displayed; an updated display keeps the *last* one, so a
+    reader of the stored notebook (GitHub, the HTML book) sees "12/12 requests done". The line
+    carries no timings, so it reads the same on every run."""
+
+    def __init__(self, total: int, desc: str):
+        from IPython.display import display
+
+        self.total, self.desc, self.n, self.failed = total, desc, 0, 0
+        self.handle = display({"text/plain": self._text()}, raw=True, display_id=True)
+
+    def _text(self) -> str:
+        state = "done" if self.n >= self.total else "..."
+        failed = f" ({self.failed} failed)" if self.failed else ""
+        return f"{self.desc}: {self.n}/{self.total} requests {state}{failed}"
+
+    def update(self, n: int = 1, failed: bool = False) -> None:
+        self.n += n
+        self.failed += int(failed)
+        self.handle.update({"text/plain": self._text()}, raw=True)
+
+    def close(self) -> None:
+        self.handle.update({"text/plain": self._text()}, raw=True)
+
+
+def _in_notebook() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    ip = get_ipython()
+    return ip is not None and hasattr(ip, "kernel")
+
+
 def _progress(total: int, enabled: bool, desc: str):
     if not enabled:
         return None
-    from tqdm.auto import tqdm
+    if _in_notebook():
+        return _TextProgress(total, desc)
+    from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, leave=False)
 
@@ -172,7 +211,9 @@ async def _run_async(ep, requests, concurrency, rate, schedule, warmup, duration
 
         def done(rec):
             records.append(rec)
-            if bar is not None:
+            if isinstance(bar, _TextProgress):
+                bar.update(1, failed=not rec.ok)
+            elif bar is not None:
                 bar.update(1)
             if on_record is not None:
                 on_record(rec)

@@ -10,6 +10,8 @@ Figures carry no timestamps or random ids, so a figure from fixed data is determ
 """
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -32,12 +34,17 @@ def latency_vs_concurrency(summaries, slo: SLO | None = None, key: str = "concur
     """Two panels: TTFT and TPOT percentiles (ms) against ``key``; SLO lines; max level meeting SLOs."""
     rows = _levels(summaries, key)
     x = [s[key] for s in rows]
+    log = key == "concurrency"
+    # on a log axis plotly places annotations (and the axis range) in log10 units; traces and shapes in data units
+    at = (lambda v: math.log10(v)) if log else (lambda v: v)
     fig = make_subplots(rows=1, cols=2, subplot_titles=("TTFT (ms)", "TPOT (ms)"))
     for col, metric in ((1, "ttft"), (2, "tpot")):
         for p in percentiles:
             fig.add_trace(go.Scatter(x=x, y=[round(s[f"{metric}_{p}_ms"], 3) for s in rows], mode="lines+markers",
-                                     name=f"{metric.upper()} {p.upper()}", legendgroup=p,
-                                     line={"color": _COLORS.get(p)}, showlegend=(col == 1) or True), row=1, col=col)
+                                     name=p.upper(), legendgroup=p, line={"color": _COLORS.get(p)},
+                                     showlegend=col == 1,
+                                     hovertemplate=f"{key}=%{{x}}<br>{metric.upper()} {p.upper()} %{{y:.0f}} ms"
+                                                   "<extra></extra>"), row=1, col=col)
         limit = getattr(slo, f"{metric}_ms", None) if slo else None
         if limit is not None:
             fig.add_hline(y=limit, line_dash="dash", line_color="black", row=1, col=col,
@@ -46,11 +53,16 @@ def latency_vs_concurrency(summaries, slo: SLO | None = None, key: str = "concur
         best = max_level_meeting(rows, slo, key=key)
         if best is not None:
             for col in (1, 2):
-                fig.add_vline(x=best, line_dash="dot", line_color="green", row=1, col=col)
-            fig.add_annotation(x=best, y=1.0, yref="paper", xref="x", showarrow=False, yanchor="bottom",
-                               text=f"max {key} meeting SLOs: {best}", font={"color": "green"})
-    fig.update_xaxes(title_text=key, type="log" if key == "concurrency" else "linear")
-    fig.update_layout(title=title or f"Latency percentiles vs {key}", template="plotly_white", height=420)
+                fig.add_vline(x=best, line_dash="dot", line_color="green", row=1, col=col)   # shapes: data units
+            fig.add_annotation(x=at(best), y=0.02, yref="y domain", xref="x", showarrow=False, xanchor="right",
+                               xshift=-4, yanchor="bottom", text=f"max {key} meeting SLOs: {best}",
+                               font={"color": "green"})
+    if log:
+        pad = 0.08 * max(at(max(x)) - at(min(x)), 0.5)
+        fig.update_xaxes(type="log", range=[at(min(x)) - pad, at(max(x)) + pad], tickvals=x, ticktext=[str(v) for v in x])
+    fig.update_xaxes(title_text=key)
+    fig.update_layout(title=title or f"Latency percentiles vs {key}", template="plotly_white", height=420,
+                      legend={"title": {"text": "percentile"}})
     return fig
 
 
