@@ -217,6 +217,21 @@ class VLLMRouter(ManagedProcess):
         state = f"running at {self.base_url}" if self.proc else "stopped"
         return f"<VLLMRouter {self.policy} over {len(self.worker_urls)} worker(s), {state}>"
 
+    def memory_mib(self) -> float:
+        """Resident memory (RSS, MiB) of the router process group now."""
+        import psutil
+
+        if self.proc is None:
+            raise CourseError("the router is not running")
+        root = psutil.Process(self.proc.pid)
+        total = 0
+        for p in [root, *root.children(recursive=True)]:
+            try:
+                total += p.memory_info().rss
+            except psutil.Error:
+                pass
+        return total / (1 << 20)
+
     # ---- what the router says about itself
     def workers(self) -> list:
         """The router's worker list (GET /workers), as it reports it."""
