@@ -179,6 +179,10 @@ class VLLMRouter(ManagedProcess):
         if not healthy:
             raise CourseError(f"router has no healthy worker: none of {len(self.worker_urls)} worker(s) answers "
                               f"({self.worker_urls[0]} first). Start the engines before the router.")
+        if problems:   # start with the live ones (vllm-router would wait for every listed worker)
+            print(f"[inferopt] router starts without {len(problems)} worker(s) that did not answer: {problems[0]}",
+                  file=sys.stderr)
+        self.worker_urls = healthy
         self.port, self.metrics_port = free_port(self.host), free_port(self.host)
         while self.metrics_port == self.port:
             self.metrics_port = free_port(self.host)
