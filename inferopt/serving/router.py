@@ -187,7 +187,8 @@ class VLLMRouter(ManagedProcess):
         while self.metrics_port == self.port:
             self.metrics_port = free_port(self.host)
         self.log_path = servers_dir() / f"router-{self.port}.log"
-        env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", self.log_level))
+        rust_level = {"warning": "warn", "critical": "error"}.get(self.log_level, self.log_level)
+        env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", rust_level))
         t0 = time.monotonic()
         self._spawn(self.command(), self.log_path, env=env)
         _LIVE.add(self)
