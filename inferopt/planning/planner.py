@@ -22,7 +22,8 @@ import argparse
 import copy
 import json
 import shlex
-from dataclasses import dataclass, field
+import sys
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from inferopt import assets
@@ -354,11 +355,20 @@ def add_subcommand(subparsers) -> None:
                               description=make_plan.__doc__)
     p.add_argument("scenario", nargs="?", default="llama3-70b-chat", help="scenario name or YAML path")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--k8s", metavar="DIR", help="also write validated Kubernetes manifests for the plan to DIR")
+    p.add_argument("--canary-weight", type=float, default=5.0, help="with --k8s: percent of traffic to the canary")
+    p.add_argument("--instances", type=int, help="with --k8s: override the plan's instance count (at least N+1)")
     p.set_defaults(func=_cli)
 
 
 def _cli(args: argparse.Namespace) -> int:
     plan = make_plan(args.scenario)
+    if getattr(args, "k8s", None):
+        from inferopt.planning.k8s import write_manifests
+
+        paths = write_manifests(plan, args.k8s, canary_weight=args.canary_weight, instances=args.instances)
+        print(f"wrote {len(paths)} files to {args.k8s} (validated against the Kubernetes API schemas and the plan)",
+              file=sys.stderr)
     if args.json:
         print(json.dumps(plan.summary(), indent=2, sort_keys=True))
         return 0
