@@ -14,8 +14,9 @@ LAB_OPTS ?=
 # Jupyter refuses to run as root without --allow-root (CI and containers run as root)
 ROOT_OPT := $(if $(filter 0,$(shell id -u)),--allow-root)
 NB ?=
+TOOLS_CHROMIUM ?= 1
 
-.PHONY: setup lab test tools model labs check sync clean-notebooks run-notebooks bench env help book images grade
+.PHONY: setup lab lab-command test tools model labs check sync clean-notebooks run-notebooks bench env help book images grade
 
 help:
 	@echo "make lab    set up (first time ~5 min) and open the course in JupyterLab"
@@ -44,19 +45,36 @@ model: $(MODEL_STAMP)
 $(MODEL_STAMP): | $(STAMP)
 	$(BIN)/python -m inferopt prepare-model
 
-## promtool/prometheus (Debian package) for chapter 06 and its tests
+## Debian packages: prometheus (promtool + server) for chapter 06 and its tests; chromium for the
+## browser tests (tests/test_browser.py drive it through Playwright; nothing downloads a browser)
 tools:
 	@command -v promtool >/dev/null && command -v prometheus >/dev/null || { \
 	  echo "installing Debian's prometheus package (promtool + server; starts no daemon)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null \
 	  || { echo "could not install prometheus: chapter 06 and its tests need promtool (apt-get install prometheus)"; exit 1; }; }
+	@# chromium only for the tests (`make lab` passes TOOLS_CHROMIUM= : a learner needs no second browser);
+	@# fonts-wqy-zenhei: the Chinese terms of the course text in the browser tests' screenshots
+	@test -z "$(TOOLS_CHROMIUM)" || test -x /usr/bin/chromium || { \
+	  echo "installing Debian's chromium package (the browser tests' headless browser)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium fonts-wqy-zenhei >/dev/null \
+	  || { echo "could not install chromium: the browser tests need /usr/bin/chromium (apt-get install chromium)"; exit 1; }; }
+
+# The course's JupyterLab: settings shipped in jupyter/ (start page first, no news pop-up), put on
+# Jupyter's config path for this server only (the user's own ~/.jupyter settings still win).
+# `make lab-command` prints the exact command; the browser tests start JupyterLab with it.
+LAB_CONFIG_PATH := $(CURDIR)/jupyter$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH))
+LAB_CMD = JUPYTER_CONFIG_PATH=$(LAB_CONFIG_PATH) $(CURDIR)/$(BIN)/jupyter lab --ip 127.0.0.1 --port $(LAB_PORT) $(ROOT_OPT) $(LAB_OPTS)
 
 # promtool is needed by chapter 06 only: `make lab` tries to install it and goes on without it
-# (no root/sudo on a laptop); `make test` requires it.
+# (no root/sudo on a laptop); `make test` requires it, and chromium for the browser tests.
 lab: setup
-	-@$(MAKE) --no-print-directory tools || echo "note: without promtool, chapter 06's alert cells will tell you to install it"
-	$(BIN)/jupyter lab --ip 127.0.0.1 --port $(LAB_PORT) --LabApp.default_url=/lab/tree/chapters/00-start-here.ipynb $(ROOT_OPT) $(LAB_OPTS)
+	-@$(MAKE) --no-print-directory tools TOOLS_CHROMIUM= || echo "note: without promtool, chapter 06's alert cells will tell you to install it"
+	$(LAB_CMD)
+
+lab-command:
+	@echo '$(LAB_CMD)'
 
 test: setup tools
 	$(BIN)/python -m pytest

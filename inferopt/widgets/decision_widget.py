@@ -87,15 +87,18 @@ def tree_figure(diagnosis: Diagnosis | None = None):
                 parts.append(t)
         lx.append(2.08)
         ly.append(nodes[cid][1])
-        lt.append(_short(nodes[cid][2].split(": ", 1)[1], 44) + " → " + ", ".join(parts))
-    fig.add_trace(go.Scatter(x=lx, y=ly, mode="text", text=lt, textposition="middle right",
+        # two short lines (condition, then its fixes) so the text fits a notebook ~800 px wide
+        lt.append(_short(nodes[cid][2].split(": ", 1)[1], 44) + "<br>→ " + ", ".join(parts))
+    fig.add_trace(go.Scatter(x=lx, y=ly, mode="text", text=lt, textposition="middle right", cliponaxis=False,
                              hoverinfo="skip", showlegend=False, textfont={"size": 11}))
     title = "Decision tree (§2), branches in the §4 order"
     if diagnosis and diagnosis.branch:
         title += f": worst metric {diagnosis.worst_metric}, branch {diagnosis.branch}"
     elif diagnosis:
         title += ": all SLOs met"
-    fig.update_layout(title=title, height=460, width=980, margin={"l": 10, "r": 10, "t": 50, "b": 10},
+    # no fixed width: the figure takes the notebook's width (a laptop with the file browser open)
+    fig.update_layout(title={"text": title, "font": {"size": 14}}, height=460,
+                      margin={"l": 10, "r": 10, "t": 50, "b": 10},
                       xaxis={"visible": False, "range": [-0.2, 4.6]}, yaxis={"visible": False},
                       plot_bgcolor="white")
     return fig
@@ -161,15 +164,13 @@ class DecisionWidget(W.VBox):
         self.gpu_w = W.Dropdown(options=["(unknown)"] + gpu_catalog.class_names(),
                                 value="(unknown)", description="GPU", style=st, layout=lay)
         self.on_w = W.SelectMultiple(options=knowledge.technique_ids(), value=(), rows=7,
-                                     description="already on", style=st)
+                                     layout=W.Layout(width="230px"))  # the column's title names it
         self.file_w = W.Text(value="", placeholder="results/....jsonl or profile_export_aiperf.json",
                              description="baseline file", style=st)
         self.load_w = W.Button(description="Load metrics")
         self.error_w = W.HTML(value="")
         self.result_w = W.HTML(value="")
-        import plotly.graph_objects as go
-
-        self.plot_w = go.FigureWidget(tree_figure())  # a widget: updated in place, no cell output
+        self.plot_w = None  # a plotly FigureWidget, made by the first refresh, then updated in place
         self.diagnosis = None
         self.error_text = None
         self._hold = False
@@ -177,19 +178,24 @@ class DecisionWidget(W.VBox):
                   self.oom_w, self.gpu_w, self.on_w]:
             w.observe(lambda _change: self.refresh(), names="value")
         self.load_w.on_click(lambda _b: self.load_file(self.file_w.value))
+        self.deployment_w = DeploymentInputs(on_change=self.refresh)  # the deployment, a separate group
+        # four columns that wrap onto a second row when the notebook is narrow (a laptop with the
+        # file browser open): each keeps its natural width, none is squeezed or cut
 
         def col(ws, title):
-            return W.VBox([W.HTML(f"<b>{title}</b>"), *ws])
+            return W.VBox([W.HTML(f"<b>{title}</b>"), *ws],
+                          layout=W.Layout(flex="0 0 auto", margin="0 12px 8px 0"))
 
+        self.refresh()
+        if self.plot_w is None:
+            self._draw(None)
         super().__init__(children=[
             W.HBox([col([*self.metric_w.values(), self.oom_w], "Baseline"),
                     col(self.slo_w.values(), "SLOs (0 = none)"),
                     col([*self.work_w.values(), self.gpu_w], "Workload (0 = unknown)"),
-                    col([self.on_w], "Techniques already on")]),
+                    col([self.on_w], "Techniques already on")], layout=W.Layout(flex_flow="row wrap")),
             W.HBox([self.file_w, self.load_w]), self.error_w, self.plot_w, self.result_w])
-        self.deployment_w = DeploymentInputs(on_change=self.refresh)  # the deployment, a separate group
         self.children = (*self.children, self.deployment_w)
-        self.refresh()
 
     # the inputs as the engine's dicts (0 in an optional field = not given)
     def inputs(self) -> dict:
@@ -260,10 +266,25 @@ class DecisionWidget(W.VBox):
         self.error_w.value = ""
         self.result_w.value = diagnosis_html(d)
         self.deployment_w.show(d)
+        self._draw(d)
+
+    def _draw(self, d: Diagnosis | None) -> None:
+        """Draw the tree for ``d``: the first time as a new FigureWidget with the diagnosis in it,
+        then in place, sending only what changed (colours, sizes, the hot path, texts, title).
+        (A FigureWidget updated before its first display inside this VBox reached the browser with
+        its node and label traces empty: the learner saw the edges only.)"""
+        import plotly.graph_objects as go
+
         new = tree_figure(d)
+        if self.plot_w is None:
+            self.plot_w = go.FigureWidget(new)
+            return
         with self.plot_w.batch_update():
             for old_trace, new_trace in zip(self.plot_w.data, new.data, strict=True):
-                old_trace.update(new_trace.to_plotly_json())
+                before, after = old_trace.to_plotly_json(), new_trace.to_plotly_json()
+                changed = {k: v for k, v in after.items() if k != "uid" and before.get(k) != v}
+                if changed:
+                    old_trace.update(changed)
             self.plot_w.layout.title = new.layout.title
 
     def __repr__(self) -> str:

@@ -152,6 +152,11 @@ def _grade_symptoms(it: dict, answer: dict) -> Grade:
     return Grade(it["id"], right == n, f"{right}/{n} right", fb)
 
 
+def _full_label() -> W.Layout:
+    """A checkbox as wide as its label (the default 300 px cut the long pitfall labels with "…")."""
+    return W.Layout(width="auto", max_width="100%")
+
+
 class SelfCheck(W.VBox):
     """The interactive quiz: one section per item, each with a Check button and feedback."""
 
@@ -178,7 +183,8 @@ class SelfCheck(W.VBox):
             box = W.VBox([W.VBox([W.HTML(esc(q["prompt"])), c[q["id"]]]) for q in it["questions"]])
             return c, box
         if kind == "pick_set":
-            c = {o["label"]: W.Checkbox(value=False, description=o["label"], indent=False) for o in it["options"]}
+            c = {o["label"]: W.Checkbox(value=False, description=o["label"], indent=False, layout=_full_label())
+                 for o in it["options"]}
             return c, W.VBox(list(c.values()))
         if kind == "order":
             names = knowledge.load("techniques")["symptom_names"]
@@ -186,7 +192,7 @@ class SelfCheck(W.VBox):
             c = [W.Dropdown(options=[("—", None)] + opts, value=None, description=f"{i + 1}.") for i in range(4)]
             return c, W.VBox(c)
         if kind == "plan":
-            c = {t: W.Checkbox(value=False, description=t, indent=False) for t in it["options"]}
+            c = {t: W.Checkbox(value=False, description=t, indent=False, layout=_full_label()) for t in it["options"]}
             return c, W.VBox(list(c.values()))
         if kind == "classify":
             c = {x["label"]: W.Dropdown(options=[("—", None)] + [(layer, layer) for layer in it["layers"]], value=None,

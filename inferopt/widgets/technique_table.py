@@ -45,7 +45,9 @@ def technique_table_html(rows: list) -> str:
         cells = []
         for k, _ in COLUMNS:
             v = esc(r[k])
-            cells.append(f"<td style='text-align:left'>{'<code>' + v + '</code>' if k == 'flags' else v}</td>")
+            if k == "flags":  # long flag lists wrap inside their cell: the table fits the notebook
+                v = f'<code style="white-space:normal;overflow-wrap:anywhere">{v}</code>'
+            cells.append(f"<td style='text-align:left'>{v}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 

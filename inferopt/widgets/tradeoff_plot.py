@@ -33,7 +33,7 @@ def tradeoff_figure():
     fig = go.Figure(go.Heatmap(z=z, x=labels, y=names, zmin=-1, zmax=1, colorscale=COLORSCALE,
                                text=text, texttemplate="%{text}", hovertext=hover, hoverinfo="text",
                                showscale=False, xgap=2, ygap=2))
-    fig.update_layout(title="What each optimization gives up and buys (§7.1)", height=420, width=900,
+    fig.update_layout(title="What each optimization gives up and buys (§7.1)", height=420,
                       yaxis={"autorange": "reversed"}, margin={"l": 10, "r": 10, "t": 50, "b": 10})
     return fig
 
