@@ -286,11 +286,11 @@ def make_plan(scenario="llama3-70b-chat") -> DeploymentPlan:
         f"= {per_req / GB:.2f} GB = {per_req / GiB:.3f} GiB",
     ]
     if "kv_gb_per_request" in seed:
-        errata.append(f"seed says ≈ {seed['kv_gb_per_request']} GB: "
+        errata.append(f"the original chapter says ≈ {seed['kv_gb_per_request']} GB: "
                       f"{seed['kv_gb_per_request'] * GB / per_req:.1f}x too high")
     if "kv_gb_total" in seed:
         n_seed_numbers = seed["kv_gb_total"] * GB / per_req
-        errata.append(f"with the seed's own {seed['kv_gb_total']} GB of KV: {seed['kv_gb_total']} GB / "
+        errata.append(f"with the original chapter's own {seed['kv_gb_total']} GB of KV: {seed['kv_gb_total']} GB / "
                       f"{per_req / GB:.2f} GB = {n_seed_numbers:.0f} requests of {seed_len} tokens, not ≈ "
                       f"{seed.get('max_concurrency', '?')}")
     errata.append(f"recomputed with vLLM's block rule: {mem4k.max_concurrency:.0f} requests of {seed_len} tokens; "
