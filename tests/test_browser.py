@@ -119,6 +119,13 @@ def use_memory_widget(nbp: NotebookPage):
         "([pos]) => [...[...document.querySelectorAll('.jp-NotebookPanel')].find(p => p.offsetParent !== null).querySelectorAll('.jp-CodeCell')[pos]"
         ".querySelectorAll('span')].filter(s => /^GPU \\d+$/.test(s.textContent)).length === 4",
         arg=[pos], timeout=10_000)
+    # the readout is its own widget: its update may land a moment after the bars'
+    readout_js = ("([pos, before]) => { const c = [...document.querySelectorAll('.jp-NotebookPanel')]"
+                  ".find(p => p.offsetParent !== null).querySelectorAll('.jp-CodeCell')[pos];"
+                  " const r = [...c.querySelectorAll('div.widget-html-content')]"
+                  ".find(d => d.innerText.includes('maximum concurrency'));"
+                  " return r && r.innerText !== before; }")
+    nbp.page.wait_for_function(readout_js, arg=[pos, before], timeout=10_000)
     after = readout.inner_text()
     assert after != before and re.search(r"maximum concurrency at [\d,]+ tokens: [\d.]+x", after), (before, after)
     nbp.screenshot("05-memory-widget-tp4", pos)
