@@ -209,37 +209,6 @@ def test_first_visit_opens_the_start_page_without_popups(lab, page):
     close_notebook(page, lab)
 
 
-@pytest.mark.parametrize("path,use", NOTEBOOKS, ids=[p.split("/")[-1].split(".")[0] for p, _ in NOTEBOOKS])
-def test_notebook_as_a_learner_sees_it(lab, page, path, use):
-    skip = live_code_cells(lab.root / path)
-    nbp = NotebookPage(page, lab, path).open()
-    try:
-        ran = nbp.run(skip_code_cells=skip)
-        assert ran, f"{path}: no cell ran"
-        _assert_clean(nbp, path.split("/")[-1].removesuffix(".ipynb"))
-        if use:
-            use(nbp)
-    finally:
-        nbp.close()
-
-
-@pytest.mark.engine
-def test_start_page_first_live_request(lab, page):
-    """The start page end to end in the browser: the engine starts and the streamed answer shows."""
-    path = "chapters/00-start-here.ipynb"
-    nbp = NotebookPage(page, lab, path).open()
-    try:
-        nbp.run(timeout_s=300)
-        ask = nbp.code_cell_with("stream_chat(")
-        out = nbp.cell(ask).locator(".jp-OutputArea").inner_text()
-        assert "Paris" in out and re.search(r"TTFT \d+ ms", out), out
-        _assert_clean(nbp, "00-start-here")
-        nbp.screenshot("00-start-here-answer", ask)
-        assert "port free again: True" in nbp.cell(nbp.code_cell_with("srv.stop()")).inner_text()
-    finally:
-        nbp.close()
-
-
 BROKEN = {
     "cells": [
         {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": [
@@ -283,3 +252,34 @@ def test_the_check_catches_a_broken_widget(lab, page):
     # the unknown model: "Error displaying widget" once the manager gives up, "Loading" until then
     assert "Error displaying widget" in text or 'widget still "Loading widget..."' in text, text
     assert "outside the notebook" in text, text
+
+
+@pytest.mark.parametrize("path,use", NOTEBOOKS, ids=[p.split("/")[-1].split(".")[0] for p, _ in NOTEBOOKS])
+def test_notebook_as_a_learner_sees_it(lab, page, path, use):
+    skip = live_code_cells(lab.root / path)
+    nbp = NotebookPage(page, lab, path).open()
+    try:
+        ran = nbp.run(skip_code_cells=skip)
+        assert ran, f"{path}: no cell ran"
+        _assert_clean(nbp, path.split("/")[-1].removesuffix(".ipynb"))
+        if use:
+            use(nbp)
+    finally:
+        nbp.close()
+
+
+@pytest.mark.engine
+def test_start_page_first_live_request(lab, page):
+    """The start page end to end in the browser: the engine starts and the streamed answer shows."""
+    path = "chapters/00-start-here.ipynb"
+    nbp = NotebookPage(page, lab, path).open()
+    try:
+        nbp.run(timeout_s=300)
+        ask = nbp.code_cell_with("stream_chat(")
+        out = nbp.cell(ask).locator(".jp-OutputArea").inner_text()
+        assert "Paris" in out and re.search(r"TTFT \d+ ms", out), out
+        _assert_clean(nbp, "00-start-here")
+        nbp.screenshot("00-start-here-answer", ask)
+        assert "port free again: True" in nbp.cell(nbp.code_cell_with("srv.stop()")).inner_text()
+    finally:
+        nbp.close()
