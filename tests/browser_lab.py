@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import requests
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from inferopt.paths import REPO_ROOT
 from inferopt.serving.managed_process import ManagedProcess, free_port, log_tail
@@ -80,6 +81,12 @@ class CourseLab(ManagedProcess):
         for name in self.served:
             src = REPO_ROOT / name
             (shutil.copytree if src.is_dir() else shutil.copy2)(src, self.root / name)
+        # one modification time for every copied file: jupytext refuses to open a notebook whose
+        # .ipynb is newer than its .md twin (as after `nbtools run` of a notebook whose text did
+        # not change); a fresh clone has no such order either
+        now = time.time()
+        for f in self.root.rglob("*"):
+            os.utime(f, (now, now))
         self._spawn(argv, self.log_path, cwd=self.root, env=env)
         deadline = time.monotonic() + self.ready_timeout_s
         while True:
@@ -166,7 +173,8 @@ JS_PROBLEMS = r"""
       if (mime === 'application/vnd.jupyter.stderr' && /Traceback|Error\b|Exception/.test(txt))
         out.push(`${where}: error output: ${txt.trim().split('\n').slice(-1)[0].slice(0, 200)}`);
       if (/Error displaying widget/.test(txt)) out.push(`${where}: "Error displaying widget": ${txt.trim().slice(0, 200)}`);
-      if (mime.includes('widget-view') && /^\s*Loading/.test(txt)) out.push(`${where}: widget still "Loading"`);
+      // (a widget's output element carries no mime type: it is told by its text)
+      if (/^\s*Loading widget/.test(txt)) out.push(`${where}: widget still "Loading widget..."`);
       // a widget or a figure wider than the notebook: cut or scrolled sideways (a wide plain
       // table or text output may scroll: it is not checked here)
       if (o.querySelector('.jupyter-widgets, .js-plotly-plot') && o.scrollWidth > o.clientWidth + 2)
@@ -300,18 +308,18 @@ class NotebookPage:
         """The k-th code cell on the page."""
         return self.page.locator(".jp-NotebookPanel:visible .jp-CodeCell").nth(k)
 
-    def run(self, skip_code_cells: set = frozenset(), timeout_s: float = 120) -> list:
+    def run(self, skip_code_cells: set = frozenset(), timeout_s: float = 120, by_cell: bool = False) -> list:
         """Clear outputs, then run all cells (Run > Run All Cells) or, when some code cells are
         skipped, each range of the others (click its first cell, shift-click its last, Run > Run
-        Selected Cells). Returns the code cells that ran."""
+        Selected Cells; ``by_cell``: one cell at a time). Returns the code cells that ran."""
         self.menu("Edit", "Clear Outputs of All Cells")
         ran = [k for k in range(len(self.code)) if k not in skip_code_cells]
-        if not skip_code_cells:
+        if not skip_code_cells and not by_cell:
             self.menu("Run", "Run All Cells")
         else:
             ranges = []
             for k in ran:
-                if ranges and ranges[-1][1] == k - 1:
+                if ranges and ranges[-1][1] == k - 1 and not by_cell:
                     ranges[-1][1] = k
                 else:
                     ranges.append([k, k])
@@ -323,11 +331,15 @@ class NotebookPage:
                 self.wait_ran(list(range(a, b + 1)), timeout_s)
         self.wait_ran(ran, timeout_s)
         self.wait_kernel_idle(timeout_s)
-        # widgets and figures render once their messages arrive: wait for the "Loading" ones
-        self.page.wait_for_function(
-            "() => ![...document.querySelectorAll('.jp-OutputArea-output')]"
-            ".some(o => (o.dataset.mimeType || '').includes('widget-view') && /^\\s*Loading/.test(o.innerText))",
-            timeout=15_000)
+        # widgets render once their messages arrive: wait until each widget output shows its widget
+        # or its error (one that stays "Loading" is reported by problems())
+        try:
+            self.page.wait_for_function(
+                "() => ![...document.querySelectorAll('.jp-OutputArea-output')]"
+                ".some(o => /^\\s*Loading widget/.test(o.innerText))",
+                timeout=20_000)
+        except PlaywrightTimeout:
+            pass
         self.page.wait_for_timeout(800)
         return ran
 

@@ -61,6 +61,8 @@ def page(browser):
 def _assert_clean(nbp: NotebookPage, name: str):
     problems = nbp.problems()
     shot = nbp.screenshot(name)
+    for k in nbp.rich_outputs():  # one more per widget or figure, scrolled to it
+        nbp.screenshot(f"{name}-cell{k + 1}", k)
     assert not problems, f"{nbp.path} in the browser ({shot}):\n  " + "\n  ".join(problems)
 
 
@@ -117,6 +119,13 @@ def use_memory_widget(nbp: NotebookPage):
         "([pos]) => [...[...document.querySelectorAll('.jp-NotebookPanel')].find(p => p.offsetParent !== null).querySelectorAll('.jp-CodeCell')[pos]"
         ".querySelectorAll('span')].filter(s => /^GPU \\d+$/.test(s.textContent)).length === 4",
         arg=[pos], timeout=10_000)
+    # the readout is its own widget: its update may land a moment after the bars'
+    readout_js = ("([pos, before]) => { const c = [...document.querySelectorAll('.jp-NotebookPanel')]"
+                  ".find(p => p.offsetParent !== null).querySelectorAll('.jp-CodeCell')[pos];"
+                  " const r = [...c.querySelectorAll('div.widget-html-content')]"
+                  ".find(d => d.innerText.includes('maximum concurrency'));"
+                  " return r && r.innerText !== before; }")
+    nbp.page.wait_for_function(readout_js, arg=[pos, before], timeout=10_000)
     after = readout.inner_text()
     assert after != before and re.search(r"maximum concurrency at [\d,]+ tokens: [\d.]+x", after), (before, after)
     nbp.screenshot("05-memory-widget-tp4", pos)
@@ -200,37 +209,6 @@ def test_first_visit_opens_the_start_page_without_popups(lab, page):
     close_notebook(page, lab)
 
 
-@pytest.mark.parametrize("path,use", NOTEBOOKS, ids=[p.split("/")[-1].split(".")[0] for p, _ in NOTEBOOKS])
-def test_notebook_as_a_learner_sees_it(lab, page, path, use):
-    skip = live_code_cells(lab.root / path)
-    nbp = NotebookPage(page, lab, path).open()
-    try:
-        ran = nbp.run(skip_code_cells=skip)
-        assert ran, f"{path}: no cell ran"
-        _assert_clean(nbp, path.split("/")[-1].removesuffix(".ipynb"))
-        if use:
-            use(nbp)
-    finally:
-        nbp.close()
-
-
-@pytest.mark.engine
-def test_start_page_first_live_request(lab, page):
-    """The start page end to end in the browser: the engine starts and the streamed answer shows."""
-    path = "chapters/00-start-here.ipynb"
-    nbp = NotebookPage(page, lab, path).open()
-    try:
-        nbp.run(timeout_s=300)
-        ask = nbp.code_cell_with("stream_chat(")
-        out = nbp.cell(ask).locator(".jp-OutputArea").inner_text()
-        assert "Paris" in out and re.search(r"TTFT \d+ ms", out), out
-        _assert_clean(nbp, "00-start-here")
-        nbp.screenshot("00-start-here-answer", ask)
-        assert "port free again: True" in nbp.cell(nbp.code_cell_with("srv.stop()")).inner_text()
-    finally:
-        nbp.close()
-
-
 BROKEN = {
     "cells": [
         {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": [
@@ -263,7 +241,7 @@ def test_the_check_catches_a_broken_widget(lab, page):
     scratch.write_text(json.dumps(BROKEN))
     nbp = NotebookPage(page, lab, scratch.name).open()
     try:
-        nbp.run()
+        nbp.run(by_cell=True)  # (Run All sometimes stopped after the first cell of this scratch notebook)
         problems = nbp.problems()
         nbp.screenshot("broken-widgets")
     finally:
@@ -271,5 +249,37 @@ def test_the_check_catches_a_broken_widget(lab, page):
         scratch.unlink()
     text = "\n".join(problems)
     assert "node labels not drawn" in text and "node markers for" in text, text
-    assert "Error displaying widget" in text, text
+    # the unknown model: "Error displaying widget" once the manager gives up, "Loading" until then
+    assert "Error displaying widget" in text or 'widget still "Loading widget..."' in text, text
     assert "outside the notebook" in text, text
+
+
+@pytest.mark.parametrize("path,use", NOTEBOOKS, ids=[p.split("/")[-1].split(".")[0] for p, _ in NOTEBOOKS])
+def test_notebook_as_a_learner_sees_it(lab, page, path, use):
+    skip = live_code_cells(lab.root / path)
+    nbp = NotebookPage(page, lab, path).open()
+    try:
+        ran = nbp.run(skip_code_cells=skip)
+        assert ran, f"{path}: no cell ran"
+        _assert_clean(nbp, path.split("/")[-1].removesuffix(".ipynb"))
+        if use:
+            use(nbp)
+    finally:
+        nbp.close()
+
+
+@pytest.mark.engine
+def test_start_page_first_live_request(lab, page):
+    """The start page end to end in the browser: the engine starts and the streamed answer shows."""
+    path = "chapters/00-start-here.ipynb"
+    nbp = NotebookPage(page, lab, path).open()
+    try:
+        nbp.run(timeout_s=300)
+        ask = nbp.code_cell_with("stream_chat(")
+        out = nbp.cell(ask).locator(".jp-OutputArea").inner_text()
+        assert "Paris" in out and re.search(r"TTFT \d+ ms", out), out
+        _assert_clean(nbp, "00-start-here")
+        nbp.screenshot("00-start-here-answer", ask)
+        assert "port free again: True" in nbp.cell(nbp.code_cell_with("srv.stop()")).inner_text()
+    finally:
+        nbp.close()
