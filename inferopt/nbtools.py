@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -223,7 +224,7 @@ def render_png(fig_json: dict) -> str:
     try:
         png = pio.to_image(fig_json, format="png", width=layout.get("width") or 900,
                            height=layout.get("height") or 500, scale=1)
-    except Exception as exc:  # noqa: BLE001 - kaleido reports a missing browser in several exception types
+    except Exception as exc:
         raise CourseError(f"cannot render a figure image ({type(exc).__name__}: {str(exc)[:200]}). kaleido needs a "
                           "local Chromium: `apt-get install chromium` (Debian) or `make tools`") from None
     return base64.b64encode(png).decode()
@@ -313,8 +314,16 @@ def sync_files(paths=None) -> None:
     """Run ``jupytext --sync`` on each notebook (or markdown twin); jupytext reads its config."""
     import subprocess
 
-    targets = [str(p) for p in (paths or stored_notebooks())]
-    subprocess.run([sys.executable, "-m", "jupytext", "--sync", "--quiet", *targets], check=True, cwd=REPO_ROOT)
+    targets = [Path(p) for p in (paths or stored_notebooks())]
+    subprocess.run([sys.executable, "-m", "jupytext", "--sync", "--quiet", *map(str, targets)], check=True,
+                   cwd=REPO_ROOT)
+    # Jupytext in JupyterLab refuses to open a pair whose .ipynb is newer than its .md (it would take
+    # the inputs from a stale text file). The pair is in sync now: give the twin the notebook's time.
+    for target in targets:
+        ipynb, md = target.with_suffix(".ipynb"), target.with_suffix(".md")
+        if ipynb.exists() and md.exists():
+            stamp = max(ipynb.stat().st_mtime, md.stat().st_mtime)
+            os.utime(md, (stamp, stamp))
 
 
 def clean_files(paths=None) -> list[Path]:

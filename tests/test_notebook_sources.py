@@ -64,3 +64,14 @@ def test_a_missing_twin_is_named(tmp_path):
     md.unlink()
     (problem,) = nbtools.unsynced_pairs([ipynb])
     assert "twin" in problem and "missing" in problem
+
+
+def test_sync_leaves_the_twin_no_older_than_the_notebook(tmp_path):
+    """JupyterLab's jupytext refuses a pair whose .ipynb is newer than its .md: sync must not leave one."""
+    import os
+
+    ipynb, md = _copy_pair(tmp_path)
+    os.utime(md, (1_000_000, 1_000_000))            # a twin far older than its notebook
+    nbtools.sync_files([ipynb])
+    assert md.stat().st_mtime >= ipynb.stat().st_mtime
+    assert nbtools.unsynced_pairs([ipynb]) == []
