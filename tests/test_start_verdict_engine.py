@@ -1,6 +1,6 @@
 """"Will vLLM start?" - the memory calculator's verdict against the live CPU engine.
 
-Three engine starts (run under `flock /tmp/inferopt-engine.lock`), SmolLM2-135M in float32,
+Three engine starts (run under `flock /tmp/inferopt-engine.lock`; measured 248 s), SmolLM2-135M in float32,
 max_model_len 2048, 128-token blocks of 46,080 B/token x 128 = 5,898,240 B:
   50,000,000 B  -> 8 blocks: refused, vLLM estimates a maximum model length of 896 (7 usable x 128)
   94,371,840 B  -> 16 blocks: refused (one is the null block), estimate 1920
