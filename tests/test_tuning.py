@@ -59,17 +59,6 @@ def test_bad_starting_point_and_bad_output_path_are_one_line(capsys):
     assert "does not exist" in capsys.readouterr().err
 
 
-@pytest.mark.engine
-def test_the_loop_reaches_the_slos_from_two_bad_starting_points(tmp_path):
-    res = T.run_all(("kv_small", "prefix_off"), log=print)
-    (tmp_path / "trace.json").write_text(json.dumps(res))
-    print(T.format_trace(res))
-    for t in res["traces"]:
-        assert t["met"], t["verdict"]
-        assert 1 <= len(t["steps"]) <= T.MAX_STEPS
-        first = t["steps"][0]
-        assert first["kept"] and first["after"] < first["before"]
-    kv, px = res["traces"]
-    assert kv["steps"][0]["branch"] == "C" and kv["steps"][0]["change"].startswith(("more_kv_memory", "kv_cache_quant"))
-    assert px["steps"][0]["branch"] == "A" and px["steps"][0]["change"].startswith("prefix_cache")
-    assert T.plot(res).data
+# The whole loop on the CPU engine from both starting points is run, and asserted (SLOs met, first
+# change kept and improving, branches C and A, prefix caching back on), by chapters/02b under strict
+# nbval in the suite: one live run of the loop instead of two (each costs ~4 minutes on 2 cores).
