@@ -148,7 +148,7 @@ def part2(ns: dict) -> None:
 
 
 PLAN = ["speculative_decoding", "int4_awq_marlin"]
-PLAN_WORKLOAD = {"concurrency": 1, "gpu_type": "L40S", "draft_model": "draft-160m"}
+PLAN_WORKLOAD = {"concurrency": 1, "gpu_type": "L40S", "draft_model": "draft-160m", "draft_dtype": "int4"}
 
 
 def part3(ns: dict) -> None:
