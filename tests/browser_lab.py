@@ -188,13 +188,15 @@ JS_PROBLEMS = r"""
       if (r.width === 0 && r.height === 0) continue;
       const name = (el.innerText || el.value || el.getAttribute('title') || el.tagName).trim().slice(0, 60);
       if (r.right > right + 1 || r.left < box.left - 1)
-        out.push(`${where}: ${el.tagName.toLowerCase()} "${name}" outside the notebook (${Math.round(r.left)}..${Math.round(r.right)} px, notebook ends at ${Math.round(right)} px)`);
+        const span = `${Math.round(r.left)}..${Math.round(r.right)} px`;
+        out.push(`${where}: ${el.tagName.toLowerCase()} "${name}" outside the notebook (${span}, notebook ends at ${Math.round(right)}px)`);
       let clip = el.parentElement;
       while (clip && !clip.classList.contains('jp-OutputArea-output')) {
         const cr = clip.getBoundingClientRect();
         const st = getComputedStyle(clip);
         if (st.overflowX !== 'visible' && (r.right > cr.right + 1 || r.left < cr.left - 1)) {
-          out.push(`${where}: ${el.tagName.toLowerCase()} "${name}" clipped by its box (${Math.round(r.right)} > ${Math.round(cr.right)} px)`);
+          const over = `${Math.round(r.right)} > ${Math.round(cr.right)} px`;
+          out.push(`${where}: ${el.tagName.toLowerCase()} "${name}" clipped by its box (${over})`);
           break;
         }
         clip = clip.parentElement;

@@ -86,7 +86,8 @@ def use_decision_widget(nbp: NotebookPage):
         box.fill(value)
         box.press("Enter")
     nbp.page.wait_for_function(
-        "([pos]) => [...document.querySelectorAll('.jp-NotebookPanel')].find(p => p.offsetParent !== null).querySelectorAll('.jp-CodeCell')[pos]"
+        "([pos]) => [...document.querySelectorAll('.jp-NotebookPanel')].find(p => p.offsetParent !== null)"
+        ".querySelectorAll('.jp-CodeCell')[pos]"
         ".innerText.includes('Path: baseline → B')", arg=[pos], timeout=10_000)
     nbp.page.wait_for_timeout(500)
     after_hot = nbp.hot_nodes(pos)
@@ -116,7 +117,8 @@ def use_memory_widget(nbp: NotebookPage):
     nbp.screenshot("05-memory-widget", pos)
     _field(cell, "TP (GPUs)", "select").select_option("4")
     nbp.page.wait_for_function(
-        "([pos]) => [...[...document.querySelectorAll('.jp-NotebookPanel')].find(p => p.offsetParent !== null).querySelectorAll('.jp-CodeCell')[pos]"
+        "([pos]) => [...[...document.querySelectorAll('.jp-NotebookPanel')].find(p => p.offsetParent !== null)"
+        ".querySelectorAll('.jp-CodeCell')[pos]"
         ".querySelectorAll('span')].filter(s => /^GPU \\d+$/.test(s.textContent)).length === 4",
         arg=[pos], timeout=10_000)
     # the readout is its own widget: its update may land a moment after the bars'

@@ -63,7 +63,7 @@ def namespace(lab: str, version: str = "solution") -> dict:
                 continue
             assert not ENGINE.search(_src(cell)), f"{path.name}: a cell that starts an engine is not tagged live"
             try:
-                exec(compile(_src(cell), f"{path.name}", "exec"), ns)  # noqa: S102  (a notebook cell, as the kernel runs it)
+                exec(compile(_src(cell), f"{path.name}", "exec"), ns)
             except Exception:  # an untouched lab: stubs raise, later cells miss names
                 if version == "solution":
                     raise
@@ -194,7 +194,8 @@ WRONG = {
         UNTOUCHED: None,
         "constant": ("def cpu_flags(flags):\n    return ['--enable-prefix-caching', '--enable-chunked-prefill', "
                      "'--max-num-batched-tokens', '2048', '--max-num-seqs', '16']"),
-        "keeps_values": "def cpu_flags(flags):\n    return [SCALE.get(flags[i - 1], f) if i else f for i, f in enumerate(flags) if f not in DROP]",
+        "keeps_values": ("def cpu_flags(flags):\n"
+                         "    return [SCALE.get(flags[i - 1], f) if i else f for i, f in enumerate(flags) if f not in DROP]"),
         "no_scaling": ("def cpu_flags(flags):\n    out, i = [], 0\n    while i < len(flags):\n"
                        "        v = i + 1 < len(flags) and not flags[i + 1].startswith('--')\n"
                        "        if flags[i] not in DROP:\n            out += flags[i:i + 2] if v else flags[i:i + 1]\n"
@@ -365,7 +366,7 @@ def test_wrong_submission_is_rejected(gid, kind):
     else:
         ns = namespace(lab)
         with contextlib.redirect_stdout(io.StringIO()):
-            exec(compile(WRONG[gid][kind], f"<wrong {gid}:{kind}>", "exec"), ns)  # noqa: S102  (the wrong submission)
+            exec(compile(WRONG[gid][kind], f"<wrong {gid}:{kind}>", "exec"), ns)
     buf = io.StringIO()
     with pytest.raises(CheckFailed) as err, contextlib.redirect_stdout(buf):
         run_check(lab, fn, ns)

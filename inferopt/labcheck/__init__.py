@@ -59,7 +59,7 @@ def need(ns: dict, task: str, *names: str):
 def need_callable(ns: dict, task: str, *names: str):
     values = need(ns, task, *names)
     values = values if len(names) > 1 else [values]
-    for n, v in zip(names, values):
+    for n, v in zip(names, values, strict=True):
         if not callable(v):
             raise CheckFailed(f"{task}: `{n}` should be a function (def {n}(...)), not {type(v).__name__}")
     return values[0] if len(values) == 1 else values
@@ -127,7 +127,7 @@ def call(task: str, fn, *args, **kwargs):
         raise CheckFailed(f"{task}: `{name}` raised CourseError: {exc}") from None
     except CheckFailed:
         raise
-    except Exception as exc:  # noqa: BLE001  (the learner's bug, whatever it is: name it in one line)
+    except Exception as exc:
         where = _learner_line(exc)
         raise CheckFailed(f"{task}: `{name}` raised {type(exc).__name__}: {exc}{where}") from None
 

@@ -157,7 +157,7 @@ def _run(nb: dict, workdir: Path, cell_timeout: int, notebook_timeout: int) -> t
                     break
                 client.timeout = int(max(1, min(cell_timeout, left)))
                 client.execute_cell(cell, index)
-    except Exception as exc:  # noqa: BLE001  (a dead kernel or a broken notebook: one line, the rest go on)
+    except Exception as exc:
         problem = f"stopped: {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
     finally:
         if env_before is None:

@@ -413,8 +413,9 @@ def start_verdict(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", **kw) 
             # recompute the block arithmetic the error reports
             probe = calculate(spec, gpu, **{**kw, "max_model_len": (kw.get("block_size") or (GPU_BLOCK_SIZE if gpu else CPU_BLOCK_SIZE))})
             est = max(0, (probe.num_blocks - 1) * probe.block_size)
-            advice = (f"Lower --max-model-len to at most {est}" if est > 0 else "Nothing fits") + \
-                     ", or give the KV cache more memory (--kv-cache-memory-bytes, a higher --gpu-memory-utilization, smaller weights, larger TP)."
+            advice = (f"Lower --max-model-len to at most {est}" if est > 0 else "Nothing fits") + (
+                ", or give the KV cache more memory (--kv-cache-memory-bytes, a higher --gpu-memory-utilization, "
+                "smaller weights, larger TP).")
             return StartVerdict(False, msg, True, w_gpu, mml, est or None, probe.kv_budget_bytes_per_gpu,
                                 probe.num_blocks, advice)
         raise

@@ -23,7 +23,7 @@ import copy
 import json
 import shlex
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from inferopt import assets
