@@ -40,6 +40,11 @@ CASES = [
     ("bench sweep: tokenizer folder missing", ["bench", "sweep", *URL, "--tokenizer", MISSING], {}),
     ("bench sweep: results folder unwritable", ["bench", "sweep", *URL], {"INFEROPT_RESULTS": UNWRITABLE}),
     ("bench import: file missing", ["bench", "import", MISSING + ".json"], {}),
+    ("diagnose: --metrics-file missing", ["diagnose", "--metrics-file", MISSING + ".txt"], {}),
+    ("tune: unknown starting point", ["tune", "--start", "nowhere"], {}),
+    ("tune: trace file unwritable", ["tune", "--json", UNWRITABLE + "/trace.json"], {}),
+    ("grade: submissions folder missing", ["grade", MISSING], {}),
+    ("plan: --k8s folder unwritable", ["plan", "llama3-70b-chat", "--k8s", UNWRITABLE], {}),
     ("(no command)", [], {}),
     ("(unknown command)", ["fly"], {}),
 ]

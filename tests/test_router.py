@@ -11,11 +11,10 @@ import pytest
 
 from inferopt.errors import CourseError
 from inferopt.serving.managed_process import free_port
+from inferopt.planning.capacity import check_canary_weight, check_instances
 from inferopt.serving.router import (
     POLICIES,
     VLLMRouter,
-    check_canary_weight,
-    check_instances,
     probe_worker,
 )
 

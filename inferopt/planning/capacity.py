@@ -261,3 +261,23 @@ def _cli(args: argparse.Namespace) -> int:
         if "availability" in out:
             print("\n".join(out["availability"]["working"]))
     return 0
+
+
+def check_canary_weight(weight) -> float:
+    """A canary weight in percent, 0..100 inclusive; CourseError otherwise."""
+    try:
+        w = float(weight)
+    except (TypeError, ValueError):
+        raise CourseError(f"canary weight {weight!r}: give a percentage between 0 and 100, e.g. 5") from None
+    if not 0.0 <= w <= 100.0:  # NaN fails this too
+        raise CourseError(f"canary weight {weight!r} is outside 0-100: give the percentage of traffic for "
+                          "the new version, e.g. 5, 50 or 100")
+    return w
+
+
+def check_instances(instances: int, needed: int) -> int:
+    """An instance count must be at least N+1 (``needed`` serving the load, plus one spare)."""
+    if int(instances) < int(needed) + 1:
+        raise CourseError(f"{instances} instance(s) cannot survive losing one: the load needs {needed}, so N+1 "
+                          f"means at least {int(needed) + 1}. Raise the instance count.")
+    return int(instances)

@@ -31,7 +31,7 @@ from pathlib import Path
 import yaml
 
 from inferopt.errors import CourseError
-from inferopt.serving.router import check_canary_weight, check_instances
+from inferopt.planning.capacity import check_canary_weight, check_instances
 
 K8S_VERSION = "1.37.0"          # the newest API schema bundled in kubernetes-validate 1.37.0
 VLLM_IMAGE = "vllm/vllm-openai"

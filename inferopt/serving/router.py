@@ -23,8 +23,8 @@ Flags used (all from ``vllm_router/router_args.py`` of vllm-router 0.1.17): ``--
 ``--health-success-threshold``, ``--worker-startup-timeout-secs``, ``--log-level``.
 The router has no per-worker weights: a weighted canary split needs another component.
 
-Also here: :func:`check_canary_weight` and :func:`check_instances` (bad-input guards the
-chapter and the Kubernetes manifest writer share).
+The bad-input guards for a canary weight and an N+1 instance count live in
+:mod:`inferopt.planning.capacity` (the chapter and the Kubernetes manifest writer share them).
 """
 from __future__ import annotations
 
@@ -45,26 +45,6 @@ POLICIES = ("random", "round_robin", "cache_aware", "kv_aware", "power_of_two", 
 INSTALL_HINT = "pip install vllm-router==0.1.17   (pinned in requirements.txt)"
 
 _LIVE: weakref.WeakSet[VLLMRouter] = weakref.WeakSet()
-
-
-def check_canary_weight(weight) -> float:
-    """A canary weight in percent, 0..100 inclusive; CourseError otherwise."""
-    try:
-        w = float(weight)
-    except (TypeError, ValueError):
-        raise CourseError(f"canary weight {weight!r}: give a percentage between 0 and 100, e.g. 5") from None
-    if not 0.0 <= w <= 100.0:  # NaN fails this too
-        raise CourseError(f"canary weight {weight!r} is outside 0-100: give the percentage of traffic for "
-                          "the new version, e.g. 5, 50 or 100")
-    return w
-
-
-def check_instances(instances: int, needed: int) -> int:
-    """An instance count must be at least N+1 (``needed`` serving the load, plus one spare)."""
-    if int(instances) < int(needed) + 1:
-        raise CourseError(f"{instances} instance(s) cannot survive losing one: the load needs {needed}, so N+1 "
-                          f"means at least {int(needed) + 1}. Raise the instance count.")
-    return int(instances)
 
 
 def _worker_url(w) -> str:
