@@ -10,8 +10,8 @@ import threading
 import pytest
 
 from inferopt.errors import CourseError
-from inferopt.serving.managed_process import free_port
 from inferopt.planning.capacity import check_canary_weight, check_instances
+from inferopt.serving.managed_process import free_port
 from inferopt.serving.router import (
     POLICIES,
     VLLMRouter,
