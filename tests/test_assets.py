@@ -136,6 +136,7 @@ NAMES_ASSETS_FOLDER = {
     "inferopt/paths.py": "defines it",
     "inferopt/assets.py": "the loader",
     "inferopt/monitoring/dashboard.py": "`dashboard --write` writes the stored dashboard",
+    "inferopt/bench/ngram_record.py": "writes the stored n-gram spec-decode result that chapter 03 reads",
 }
 
 

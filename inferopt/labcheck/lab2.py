@@ -6,9 +6,10 @@ runs; tests/test_lab_checks.py shows the two agree).
 """
 from __future__ import annotations
 
-import json
+import copy
 import math
 
+from inferopt import assets
 from inferopt.labcheck import (
     CheckFailed,
     call,
@@ -21,7 +22,6 @@ from inferopt.labcheck import (
     ratio_hint,
     rng,
 )
-from inferopt.paths import ASSETS
 
 MEMORY = "inferopt.planning.memory"
 FORBIDDEN = [(MEMORY, n) for n in ("kv_bytes_per_token", "kv_bytes_per_request", "calculate",
@@ -31,7 +31,7 @@ CPU_BLOCK = 128
 
 
 def model_cfg(name: str) -> dict:
-    return json.loads((ASSETS / "models" / f"{name}.json").read_text())
+    return copy.deepcopy(assets.load(f"models/{name}.json"))
 
 
 def random_cfg(r) -> dict:

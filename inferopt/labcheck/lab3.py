@@ -7,6 +7,7 @@ import contextlib
 import io
 import time
 
+from inferopt import assets
 from inferopt.bench.metrics import SLO
 from inferopt.labcheck import (
     CheckFailed,
@@ -20,7 +21,6 @@ from inferopt.labcheck import (
     ratio_hint,
     rng,
 )
-from inferopt.paths import ASSETS
 
 DROP = {"--tensor-parallel-size", "--gpu-memory-utilization", "--port", "--kv-cache-dtype"}
 SCALE = {"--max-num-batched-tokens": "2048", "--max-num-seqs": "16"}
@@ -183,7 +183,7 @@ def task3(ns: dict, n_cases: int = 40, seed=None) -> None:
     task = "Task 3"
     metric_value = need_callable(ns, task, "metric_value")
     r = rng(seed)
-    sample = (ASSETS / "monitoring" / "vllm-0.32-metrics-sample.txt").read_text()
+    sample = assets.text("monitoring/vllm-0.32-metrics-sample.txt")
     cases = [(sample, ["vllm:num_requests_running", "vllm:kv_cache_usage_perc", "vllm:prompt_tokens_total",
                        "vllm:time_to_first_token_seconds_count"])]
     cases += [random_exposition(r) for _ in range(n_cases)]
