@@ -187,9 +187,10 @@ JS_PROBLEMS = r"""
       const r = el.getBoundingClientRect();
       if (r.width === 0 && r.height === 0) continue;
       const name = (el.innerText || el.value || el.getAttribute('title') || el.tagName).trim().slice(0, 60);
-      if (r.right > right + 1 || r.left < box.left - 1)
-        const span = `${Math.round(r.left)}..${Math.round(r.right)} px`;
-        out.push(`${where}: ${el.tagName.toLowerCase()} "${name}" outside the notebook (${span}, notebook ends at ${Math.round(right)}px)`);
+      if (r.right > right + 1 || r.left < box.left - 1) {
+        const span = `${Math.round(r.left)}..${Math.round(r.right)} px, notebook ends at ${Math.round(right)} px`;
+        out.push(`${where}: ${el.tagName.toLowerCase()} "${name}" outside the notebook (${span})`);
+      }
       let clip = el.parentElement;
       while (clip && !clip.classList.contains('jp-OutputArea-output')) {
         const cr = clip.getBoundingClientRect();

@@ -25,8 +25,8 @@ class DeploymentInputs(W.VBox):
     """Deployment fields for the decision engine; ``on_change`` is called when one changes."""
 
     def __init__(self, on_change=None):
-        st = {"description_width": "120px"}
-        lay = W.Layout(width="260px")
+        st = {"description_width": "150px"}
+        lay = W.Layout(width="290px", margin="0 12px 4px 0")
         self.model_w = W.Dropdown(options=[NONE, *model_names()], value=NONE, description="model", style=st, layout=lay)
         self.gpu_w = W.Dropdown(options=gpu_catalog.ids(), value=gpu_catalog.ids()[0], description="GPU", style=st,
                                 layout=lay)
@@ -34,16 +34,17 @@ class DeploymentInputs(W.VBox):
         self.weights_w = W.Dropdown(options=list(WEIGHT_FORMATS), value="bf16", description="weights", style=st,
                                     layout=lay)
         self.kv_w = W.Dropdown(options=KV_DTYPES, value="auto", description="KV dtype", style=st, layout=lay)
-        self.len_w = W.IntText(value=0, description="max model len (0 = model's)", style=st, layout=lay)
-        self.util_w = W.FloatText(value=DEFAULT_GPU_MEMORY_UTILIZATION, description="gpu-memory-utilization",
+        self.len_w = W.IntText(value=0, description="max len (0: model's)", style=st, layout=lay)
+        self.util_w = W.FloatText(value=DEFAULT_GPU_MEMORY_UTILIZATION, description="GPU memory util.",
                                   style=st, layout=lay)
         self.out_w = W.HTML(value="")
         fields = [self.model_w, self.gpu_w, self.tp_w, self.weights_w, self.kv_w, self.len_w, self.util_w]
         if on_change is not None:
             for w in fields:
                 w.observe(lambda _c: on_change(), names="value")
-        super().__init__(children=[W.HTML("<b>Deployment (memory calculator)</b>"), W.HBox(fields[:4]),
-                                   W.HBox(fields[4:]), self.out_w])
+        # the fields wrap onto as many rows as the notebook's width needs (a laptop with the file browser open)
+        super().__init__(children=[W.HTML("<b>Deployment (memory calculator)</b>"),
+                                   W.HBox(fields, layout=W.Layout(flex_flow="row wrap")), self.out_w])
 
     def value(self) -> dict | None:
         if self.model_w.value == NONE:
