@@ -41,7 +41,14 @@ from pathlib import Path
 from inferopt.errors import CourseError
 from inferopt.paths import servers_dir
 from inferopt.serving.gpu import engine_kind, gpu_present  # noqa: F401 (re-exported: notebooks import engine_kind here)
-from inferopt.serving.managed_process import ManagedProcess, _alive, _kill_group, free_port, port_is_free
+from inferopt.serving.managed_process import (
+    ManagedProcess,
+    _alive,
+    _kill_group,
+    after_failed_cell,
+    free_port,
+    port_is_free,
+)
 from inferopt.serving.managed_process import log_tail as _log_tail
 from inferopt.serving.model_prep import MODEL_NAME, PREPARE_COMMAND, require_model
 
@@ -263,7 +270,7 @@ class VLLMServer(ManagedProcess):
                                              "owner_pid": os.getpid(), "port": self.port,
                                              "log": str(self.log_path)}))
         _LIVE.add(self)
-        _hook_ipython()
+        after_failed_cell(_stop_after_failed_cell)
         try:
             self._wait_ready(t0)
         except BaseException:
@@ -454,30 +461,12 @@ def stop_all() -> None:
 
 atexit.register(stop_all)
 
-_HOOKED = False
-
-
-def _stop_on_cell_error(result) -> None:
-    if getattr(result, "error_in_exec", None) is not None and len(_LIVE):
+def _stop_after_failed_cell() -> None:
+    if len(_LIVE):
         names = ", ".join(repr(s) for s in _LIVE)
         stop_all()
         print(f"[inferopt] the cell failed, so the vLLM server(s) it left running were stopped: {names}. "
               "Fix the cell and start the engine again.")
-
-
-def _hook_ipython() -> None:
-    """In a notebook: stop this kernel's servers when a cell fails (registered once)."""
-    global _HOOKED
-    if _HOOKED:
-        return
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return
-    ip = get_ipython()
-    if ip is not None:
-        ip.events.register("post_run_cell", _stop_on_cell_error)
-        _HOOKED = True
 
 
 # ---------------------------------------------------------------- CLI

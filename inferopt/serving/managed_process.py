@@ -126,3 +126,28 @@ class ManagedProcess:
             self.stop()
         except Exception:
             pass
+
+
+_FAILED_CELL_CALLBACKS: set = set()
+
+
+def after_failed_cell(callback) -> None:
+    """In a notebook kernel: call ``callback()`` after every cell that raised (registered once per
+    callback; nothing outside IPython). The servers use it to stop what a failed cell left running."""
+    if callback in _FAILED_CELL_CALLBACKS:
+        return
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    ip = get_ipython()
+    if ip is None:
+        return
+
+    def hook(result) -> None:
+        if getattr(result, "error_in_exec", None) is not None:
+            callback()
+
+    ip.events.register("post_run_cell", hook)
+    _FAILED_CELL_CALLBACKS.add(callback)
+

@@ -37,7 +37,7 @@ import weakref
 
 from inferopt.errors import CourseError
 from inferopt.paths import servers_dir
-from inferopt.serving.managed_process import ManagedProcess, free_port, log_tail
+from inferopt.serving.managed_process import ManagedProcess, after_failed_cell, free_port, log_tail
 
 ROUTER_MODULE = "vllm_router.launch_router"
 POLICIES = ("random", "round_robin", "cache_aware", "kv_aware", "power_of_two", "consistent_hash",
@@ -172,7 +172,7 @@ class VLLMRouter(ManagedProcess):
         t0 = time.monotonic()
         self._spawn(self.command(), self.log_path, env=env)
         _LIVE.add(self)
-        _hook_ipython()
+        after_failed_cell(_stop_after_failed_cell)
         try:
             while True:
                 code = self.proc.poll()
@@ -259,25 +259,7 @@ def _stop_all() -> None:
 
 atexit.register(_stop_all)
 
-_HOOKED = False
-
-
-def _stop_on_cell_error(result) -> None:
-    if getattr(result, "error_in_exec", None) is not None and len(_LIVE):
+def _stop_after_failed_cell() -> None:
+    if len(_LIVE):
         _stop_all()
         print("[inferopt] the cell failed, so the router it left running was stopped.")
-
-
-def _hook_ipython() -> None:
-    """In a notebook: stop this kernel's routers when a cell fails (registered once)."""
-    global _HOOKED
-    if _HOOKED:
-        return
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return
-    ip = get_ipython()
-    if ip is not None:
-        ip.events.register("post_run_cell", _stop_on_cell_error)
-        _HOOKED = True
