@@ -45,7 +45,7 @@ model: $(MODEL_STAMP)
 $(MODEL_STAMP): | $(STAMP)
 	$(BIN)/python -m inferopt prepare-model
 
-## Debian packages: prometheus (promtool + server) for chapter 06 and its tests; chromium for the
+## Debian packages: prometheus (promtool + server) for chapter 06 and its tests; nginx for 06b; chromium for the
 ## browser tests (tests/test_browser.py drive it through Playwright; nothing downloads a browser)
 tools:
 	@command -v promtool >/dev/null && command -v prometheus >/dev/null || { \
@@ -53,6 +53,15 @@ tools:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null \
 	  || { echo "could not install prometheus: chapter 06 and its tests need promtool (apt-get install prometheus)"; exit 1; }; }
+	@# nginx: chapter 06b's canary split (a weighted upstream). Debian's package would start a system
+	@# nginx on port 80; a policy-rc.d that denies it (if none exists) keeps the install inert.
+	@command -v nginx >/dev/null || test -x /usr/sbin/nginx || { \
+	  echo "installing Debian's nginx package (the canary gateway of chapter 06b; no daemon is started)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  GUARD=; [ -e /usr/sbin/policy-rc.d ] || { printf '#!/bin/sh\nexit 101\n' | $$SUDO tee /usr/sbin/policy-rc.d >/dev/null && $$SUDO chmod +x /usr/sbin/policy-rc.d && GUARD=1; }; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends nginx >/dev/null; rc=$$?; \
+	  [ -z "$$GUARD" ] || $$SUDO rm -f /usr/sbin/policy-rc.d; \
+	  [ $$rc = 0 ] || { echo "could not install nginx: chapter 06b's canary needs it (apt-get install nginx)"; exit 1; }; }
 	@# chromium only for the tests (`make lab` passes TOOLS_CHROMIUM= : a learner needs no second browser);
 	@# fonts-wqy-zenhei: the Chinese terms of the course text in the browser tests' screenshots
 	@test -z "$(TOOLS_CHROMIUM)" || test -x /usr/bin/chromium || { \

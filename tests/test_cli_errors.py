@@ -97,9 +97,20 @@ def test_every_command_has_a_bad_input_case():
     assert not missing, f"add a bad-input case to CASES for: {sorted(missing)}"
 
 
-@pytest.mark.parametrize("argv,extra_env", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_bad_input_ends_in_one_error_line(argv, extra_env):
-    line = assert_one_error_line(run_cli(argv, extra_env))
+@pytest.fixture(scope="module")
+def ran():
+    """Every case's subprocess, run three at a time (each is mostly a Python start-up waiting on
+    imports and disk, so the suite waits for a third of them); {case id: CompletedProcess}."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        futures = {cid: pool.submit(run_cli, argv, env) for cid, argv, env in CASES}
+        return {cid: f.result() for cid, f in futures.items()}
+
+
+@pytest.mark.parametrize("cid,argv,extra_env", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_ends_in_one_error_line(ran, cid, argv, extra_env):
+    line = assert_one_error_line(ran[cid])
     for path in (MISSING, UNWRITABLE):
         if any(path in a for a in argv) or any(path in str(v) for v in extra_env.values()):
             assert path in line, f"the message should name the path: {line}"

@@ -17,6 +17,7 @@ import pytest
 from inferopt.errors import CourseError
 from inferopt.paths import REPO_ROOT, servers_dir
 from inferopt.serving.engine import VLLMServer, parse_startup_log, port_is_free
+from inferopt.serving.managed_process import start_together
 
 
 def _group_alive(pgid: int) -> bool:
@@ -35,8 +36,21 @@ def test_parse_startup_log_reads_the_engines_own_line():
     assert parse_startup_log("nothing here").kv_cache_tokens is None
 
 
-def test_live_engine_answers_serves_metrics_and_leaves_nothing_behind():
-    srv = VLLMServer(max_model_len=2048, kv_cache_gib=1.0, quiet=True)
+@pytest.fixture(scope="module")
+def own_engines():
+    """Two engines this module stops or kills itself, started at once (start-up is mostly imports)."""
+    pair = (VLLMServer(max_model_len=2048, kv_cache_gib=1.0, quiet=True),
+            VLLMServer(max_model_len=1024, kv_cache_gib=0.25, quiet=True))
+    start_together(*pair)
+    try:
+        yield pair
+    finally:
+        for srv in pair:
+            srv.stop()
+
+
+def test_live_engine_answers_serves_metrics_and_leaves_nothing_behind(own_engines):
+    srv = own_engines[0]
     with srv:
         pgid, port = srv.pid, srv.port
         children = psutil.Process(pgid).children(recursive=True)
@@ -60,8 +74,8 @@ def test_live_engine_answers_serves_metrics_and_leaves_nothing_behind():
     assert not (servers_dir() / f"{pgid}.pid.json").exists()
 
 
-def test_server_killed_mid_request_gives_a_clear_error_and_is_cleaned_up():
-    srv = VLLMServer(max_model_len=1024, kv_cache_gib=0.25, quiet=True).start()
+def test_server_killed_mid_request_gives_a_clear_error_and_is_cleaned_up(own_engines):
+    srv = own_engines[1]
     try:
         pgid = srv.pid
         box = {}

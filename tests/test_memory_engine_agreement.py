@@ -1,6 +1,6 @@
 """The memory calculator against the live CPU engine: same KV token count, same concurrency.
 
-Three engine starts (~35 s each; run under `flock /tmp/inferopt-engine.lock`):
+Three engine configurations (the two others start at once; run under `flock /tmp/inferopt-engine.lock`):
   1 GiB, float32, max_model_len 2048   (the session's live_server fixture)
   0.5 GiB, bfloat16, max_model_len 1000 (another budget, another KV dtype, a length that is not
                                         a multiple of the 128-token block)
@@ -13,6 +13,7 @@ import pytest
 from inferopt.planning.memory import cpu_engine_prediction
 from inferopt.planning.model_specs import load_spec, spec_from_config
 from inferopt.serving.engine import VLLMServer
+from inferopt.serving.managed_process import start_together
 
 
 def _assert_agrees(srv, kv_cache_gib, max_model_len, dtype):
@@ -42,11 +43,22 @@ def test_default_engine_1gib_float32_2048(live_server):
     assert live_server.kv_cache_tokens == 23_296          # the figure COURSE.md recorded
 
 
+OTHERS = [(0.5, 1000, "bfloat16"), (0.75, 1536, "float32")]
+
+
+@pytest.fixture(scope="module")
+def others():
+    """The two other configurations, started at once (start-up is mostly imports)."""
+    servers = [VLLMServer(max_model_len=n, kv_cache_gib=g, dtype=d, quiet=True) for g, n, d in OTHERS]
+    start_together(*servers)
+    try:
+        yield dict(zip(OTHERS, servers, strict=True))
+    finally:
+        for srv in servers:
+            srv.stop()
+
+
 @pytest.mark.engine
-@pytest.mark.parametrize("kv_cache_gib, max_model_len, dtype", [
-    (0.5, 1000, "bfloat16"),
-    (0.75, 1536, "float32"),
-])
-def test_other_budgets_dtypes_lengths(kv_cache_gib, max_model_len, dtype):
-    with VLLMServer(max_model_len=max_model_len, kv_cache_gib=kv_cache_gib, dtype=dtype, quiet=True) as srv:
-        _assert_agrees(srv, kv_cache_gib, max_model_len, dtype)
+@pytest.mark.parametrize("kv_cache_gib, max_model_len, dtype", OTHERS)
+def test_other_budgets_dtypes_lengths(others, kv_cache_gib, max_model_len, dtype):
+    _assert_agrees(others[(kv_cache_gib, max_model_len, dtype)], kv_cache_gib, max_model_len, dtype)

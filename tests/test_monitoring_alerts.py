@@ -148,3 +148,31 @@ def test_canary_gates_read_catalogued_metrics():
     names = {m["metric"] for m in catalog.metrics()}
     for g in gates:
         assert catalog._base_names(catalog.promql_metric_names(g["promql"])) <= names, g["gate"]
+
+
+def test_canary_gates_read_the_engine_error_rate_where_no_application_counts_it():
+    app, engine = (alerts.canary_gates(alerts.SLOs(), errors=e)[-1]["promql"] for e in ("app", "engine"))
+    assert "app_chat_requests_total" in app and "http_requests_total" not in app
+    assert 'http_requests_total{job="vllm",version="canary",handler=~"/v1/(chat/)?completions",status!="2xx"}' in engine
+    assert "or vector(0)" in engine          # no failed answer yet is 0 errors, not "no data"
+    names = {m["metric"] for m in catalog.metrics()}
+    assert catalog._base_names(catalog.promql_metric_names(engine)) <= names
+    with pytest.raises(CourseError, match="'app'.*'engine'"):
+        alerts.canary_gates(errors="gateway")
+
+
+@pytest.mark.parametrize(("pass_if", "threshold", "value", "passed"), [
+    ("below", 0.25, 0.2425, True), ("below", 0.25, 0.25, False), ("below", 0.25, 7.1, False),
+    ("equal", 0, 0.0, True), ("equal", 0, 5.08, False), ("equal", 0, 1e-9, True),
+    ("below", 0.25, None, False), ("below", 0.25, float("nan"), False), ("equal", 0, float("nan"), False),
+])
+def test_a_gate_passes_only_on_data_that_meets_it(pass_if, threshold, value, passed):
+    assert alerts.gate_passes({"gate": "g", "pass_if": pass_if, "threshold": threshold}, value) is passed
+
+
+def test_gate_thresholds_move_up_to_the_next_bucket_bound():
+    on = alerts.slos_on_bucket_bounds(alerts.SLOs(ttft_p95_s=0.18, tpot_p95_s=0.04, max_request_s=30))
+    assert (on.ttft_p95_s, on.tpot_p95_s, on.max_request_s) == (0.25, 0.05, 30)
+    assert alerts.slos_on_bucket_bounds(alerts.SLOs(ttft_p95_s=0.5, tpot_p95_s=0.05)).ttft_p95_s == 0.5   # on a bound
+    with pytest.raises(CourseError, match="above the last finite bucket"):
+        alerts.bucket_bound_at_or_above("vllm:request_time_per_output_token_seconds", 100.0)

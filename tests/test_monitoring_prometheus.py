@@ -34,6 +34,22 @@ def test_start_query_stop_with_a_dead_target():
         os.kill(pid, 0)
 
 
+def test_target_labels_reach_the_series():
+    """The canary's version label: Prometheus attaches it to every series of that target."""
+    stable, canary = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    with PrometheusServer({"vllm": [stable, f"http://{canary}"]},
+                          target_labels={f"http://{canary}": {"version": "canary"}, stable: {"version": "stable"}}) as prom:
+        import time
+        deadline = time.monotonic() + 20
+        while len(prom.query('up{job="vllm"}')) < 2 and time.monotonic() < deadline:
+            time.sleep(0.3)
+        by_version = {r["metric"]["instance"]: r["metric"].get("version") for r in prom.query('up{job="vllm"}')}
+        assert by_version == {stable: "stable", canary: "canary"}
+        assert prom.query_value('up{version="canary"}') == 0.0
+    with pytest.raises(CourseError, match="not among the targets"):
+        PrometheusServer({"vllm": [stable]}, target_labels={canary: {"version": "canary"}})
+
+
 def test_bad_rules_fail_at_start_with_the_log():
     bad = build_rules()
     bad["groups"][0]["rules"][0]["expr"] = "rate(("

@@ -1,6 +1,6 @@
 """"Will vLLM start?" - the memory calculator's verdict against the live CPU engine.
 
-Three engine starts (run under `flock /tmp/inferopt-engine.lock`; measured 248 s), SmolLM2-135M in float32,
+Three engine starts, all at once (run under `flock /tmp/inferopt-engine.lock`), SmolLM2-135M in float32,
 max_model_len 2048, 128-token blocks of 46,080 B/token x 128 = 5,898,240 B:
   50,000,000 B  -> 8 blocks: refused, vLLM estimates a maximum model length of 896 (7 usable x 128)
   94,371,840 B  -> 16 blocks: refused (one is the null block), estimate 1920
@@ -15,6 +15,7 @@ import pytest
 from inferopt.errors import CourseError
 from inferopt.planning.memory import CPU_BLOCK_SIZE, GiB, start_verdict
 from inferopt.serving.engine import VLLMServer, root_cause
+from inferopt.serving.managed_process import start_together
 
 MODEL = "smollm2-135m-instruct"
 
@@ -40,26 +41,42 @@ def test_verdicts_without_an_engine():
     assert verdict(100_270_080).will_start and verdict(100_270_080).result.num_blocks == 17
 
 
+REFUSED, FITS = (50_000_000, 94_371_840), 100_270_080
+
+
+@pytest.fixture(scope="module")
+def started():
+    """The three budgets started at once (start-up is mostly imports: ~45 s together, ~100 s one
+    after another); {budget: (its VLLMServer, the server again or the CourseError its start raised)}."""
+    servers = {b: VLLMServer(max_model_len=2048, kv_cache_gib=b / GiB, quiet=True) for b in (*REFUSED, FITS)}
+    outcomes = start_together(*servers.values(), return_exceptions=True)
+    try:
+        yield {b: (servers[b], out) for b, out in zip(servers, outcomes, strict=True)}
+    finally:
+        for srv in servers.values():
+            srv.stop()
+
+
 @pytest.mark.engine
-@pytest.mark.parametrize("nbytes", [50_000_000, 94_371_840])
-def test_engine_refuses_what_the_calculator_refuses_with_the_same_estimate(nbytes):
+@pytest.mark.parametrize("nbytes", REFUSED)
+def test_engine_refuses_what_the_calculator_refuses_with_the_same_estimate(started, nbytes):
     v = verdict(nbytes)
     assert not v.will_start
-    srv = VLLMServer(max_model_len=2048, kv_cache_gib=nbytes / GiB, quiet=True)
-    with pytest.raises(CourseError) as exc:
-        srv.start()
-    msg = str(exc.value)
+    srv, exc = started[nbytes]
+    assert isinstance(exc, CourseError), f"the engine started with {nbytes:,} B: {exc!r}"
+    assert srv.proc is None or srv.proc.poll() is not None          # nothing left running
+    msg = str(exc)
     m = re.search(r"estimated maximum model length is (\d+)", msg)
     assert m, msg
     assert int(m.group(1)) == v.max_model_len_estimate, (m.group(1), v.max_model_len_estimate)
     assert msg.startswith("vLLM refused to start: ValueError:") and "Engine core initialization failed" not in msg
     assert f"at most {v.max_model_len_estimate}" in msg  # the calculator's advice rides along
-    assert srv.proc is None or srv.proc.poll() is not None
 
 
 @pytest.mark.engine
-def test_engine_starts_with_the_budget_that_just_fits():
-    v = verdict(100_270_080)
+def test_engine_starts_with_the_budget_that_just_fits(started):
+    v = verdict(FITS)
     assert v.will_start
-    with VLLMServer(max_model_len=2048, kv_cache_gib=100_270_080 / GiB, quiet=True) as srv:
-        assert srv.kv_cache_tokens == v.result.kv_cache_tokens
+    srv, out = started[FITS]
+    assert out is srv and srv.proc is not None, out
+    assert srv.kv_cache_tokens == v.result.kv_cache_tokens

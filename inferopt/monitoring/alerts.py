@@ -115,6 +115,27 @@ def histogram_bounds(metric: str) -> list:
     return [float(b) for b in bounds[metric]]
 
 
+def bucket_bound_at_or_above(metric: str, seconds: float) -> float:
+    """The smallest bucket bound of ``metric`` that is >= ``seconds``.
+
+    A P95 read from a histogram is only known to within its bucket: Prometheus interpolates
+    inside it. A gate whose threshold falls between two bounds is decided by that interpolation,
+    not by the requests; one on a bound passes exactly when 95 % of them fall at or below it."""
+    for b in histogram_bounds(metric):
+        if b >= seconds - 1e-12:
+            return b
+    raise CourseError(f"{seconds:g} s is above the last finite bucket of {metric}: no gate can read it.")
+
+
+def slos_on_bucket_bounds(slo: SLOs) -> SLOs:
+    """``slo`` with its TTFT and TPOT P95 targets moved up to the next bucket bound of vLLM's
+    histograms (see :func:`bucket_bound_at_or_above`)."""
+    from dataclasses import replace
+
+    return replace(slo, ttft_p95_s=bucket_bound_at_or_above("vllm:time_to_first_token_seconds", slo.ttft_p95_s),
+                   tpot_p95_s=bucket_bound_at_or_above("vllm:request_time_per_output_token_seconds", slo.tpot_p95_s))
+
+
 def _le_regex(bound: float) -> str:
     """A PromQL regex (as the text inside "...") matching the le label of ``bound`` whether the
     server keeps it as exposed ('30.0', Prometheus 2.x) or normalises it ('30', Prometheus 3.x)."""
@@ -362,15 +383,23 @@ def alert_table(slo: SLOs | None = None) -> list:
             for a in spec["alerts"]]
 
 
+ERROR_SOURCES = ("app", "engine")
+
+
 def canary_gates(slo: SLOs | None = None, selector: str = 'job="vllm",version="canary"',
-                 window: str = "5m", max_error_rate: float = 0.001) -> list:
+                 window: str = "5m", max_error_rate: float = 0.001, errors: str = "app") -> list:
     """Answer "what do I read before moving the canary to the next step?": one row per gate,
-    {gate, promql, threshold, unit}, restricted to the new version's series by ``selector``
+    {gate, promql, threshold, unit, pass_if}, restricted to the new version's series by ``selector``
     (a label matcher; the deployment must label the canary's pods, e.g. version="canary").
-    The same histograms and thresholds as the alerts; the error rate needs the gateway's
-    ``app_chat_requests_total`` (business layer), which the engine cannot know."""
+    The same histograms and thresholds as the alerts. The error rate is the application's
+    ``app_chat_requests_total`` (business layer, ``errors="app"``), or, where there is no
+    application in front (chapter 06b's miniature), the engine's own HTTP answers
+    (``errors="engine"``: ``http_requests_total`` by status class)."""
     slo = slo or SLOs()
     duration_seconds(window)
+    if errors not in ERROR_SOURCES:
+        raise CourseError(f"errors={errors!r}: read the error rate from 'app' (the application's counter) "
+                          "or 'engine' (vLLM's http_requests_total)")
 
     def q(m):
         return f"histogram_quantile(0.95, sum by (le) (rate({m}_bucket{{{selector}}}[{window}])))"
@@ -386,11 +415,31 @@ def canary_gates(slo: SLOs | None = None, selector: str = 'job="vllm",version="c
          "threshold": 0, "unit": "requests", "pass_if": "equal"},
         {"gate": "preemptions", "promql": f"sum(increase(vllm:num_preemptions_total{{{selector}}}[{window}]))",
          "threshold": 0, "unit": "preemptions", "pass_if": "equal"},
-        {"gate": "error rate",
-         "promql": f'1 - sum(rate(app_chat_requests_total{{outcome="success",version="canary"}}[{window}])) / '
-                                         f'sum(rate(app_chat_requests_total{{version="canary"}}[{window}]))',
+        {"gate": "error rate", "promql": _error_rate(errors, selector, window),
          "threshold": max_error_rate, "unit": "fraction", "pass_if": "below"},
     ]
+
+
+def _error_rate(errors: str, selector: str, window: str) -> str:
+    if errors == "app":
+        return (f'1 - sum(rate(app_chat_requests_total{{outcome="success",version="canary"}}[{window}])) / '
+                f'sum(rate(app_chat_requests_total{{version="canary"}}[{window}]))')
+    api = f'{selector},handler=~"/v1/(chat/)?completions"'
+    # no failed answer yet means no 4xx/5xx series at all: count that as 0, not as "no data"
+    return (f'(sum(increase(http_requests_total{{{api},status!="2xx"}}[{window}])) or vector(0)) / '
+            f'sum(increase(http_requests_total{{{api}}}[{window}]))')
+
+
+def gate_passes(gate: dict, value) -> bool:
+    """Did a canary gate pass with this measured ``value``? No data (None or NaN) does not pass:
+    a step that cannot be judged is not promoted."""
+    if value is None or math.isnan(value):
+        return False
+    if gate["pass_if"] == "below":
+        return value < gate["threshold"]
+    if gate["pass_if"] == "equal":
+        return round(value, 6) == gate["threshold"]
+    raise CourseError(f"gate {gate.get('gate')!r}: unknown pass_if {gate['pass_if']!r} (use 'below' or 'equal')")
 
 
 # ---------------------------------------------------------------- CLI: python -m inferopt alerts

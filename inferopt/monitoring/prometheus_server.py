@@ -17,11 +17,9 @@ seconds.
 """
 from __future__ import annotations
 
-import atexit
 import shutil
 import tempfile
 import time
-import weakref
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -30,8 +28,6 @@ import yaml
 from inferopt.errors import CourseError
 from inferopt.monitoring.promtool import find_tool
 from inferopt.serving.managed_process import ManagedProcess, free_port, log_tail
-
-_LIVE: weakref.WeakSet[PrometheusServer] = weakref.WeakSet()
 
 
 def parse_timestamp(text):
@@ -72,6 +68,8 @@ class PrometheusServer(ManagedProcess):
 
     Args:
         targets: {job name: [engine base URL or host:port, ...]}; each is scraped at /metrics.
+        target_labels: {engine base URL or host:port: {label: value}}, labels Prometheus attaches to
+            every series of that target, e.g. {canary.base_url: {"version": "canary"}}.
         rules: a rule-file dict (from :func:`inferopt.monitoring.alerts.build_rules`), a path to
             a rule file, or None.
         scrape_interval / evaluation_interval: Prometheus durations; the demo uses '1s'.
@@ -81,12 +79,18 @@ class PrometheusServer(ManagedProcess):
 
     stop_grace_s = 5.0
 
-    def __init__(self, targets: dict, rules=None, *, scrape_interval: str = "1s",
+    def __init__(self, targets: dict, rules=None, *, target_labels: dict | None = None, scrape_interval: str = "1s",
                  evaluation_interval: str = "1s", self_scrape: bool = False,
                  port: int | None = None, startup_timeout: float = 60.0):
         if not isinstance(targets, dict) or not targets:
             raise CourseError("targets must be a dict {job name: [address, ...]}, e.g. {'vllm': [srv.base_url]}.")
         self.targets = {job: [_target(a) for a in addrs] for job, addrs in targets.items()}
+        self.target_labels = {_target(a): {str(k): str(v) for k, v in labels.items()}
+                              for a, labels in (target_labels or {}).items()}
+        unknown = set(self.target_labels) - {a for addrs in self.targets.values() for a in addrs}
+        if unknown:
+            raise CourseError(f"target_labels names {sorted(unknown)[0]}, which is not among the targets: "
+                              "label only addresses you scrape")
         self.rules = rules
         self.scrape_interval = scrape_interval
         self.evaluation_interval = evaluation_interval
@@ -108,8 +112,13 @@ class PrometheusServer(ManagedProcess):
 
     def config(self) -> dict:
         """The prometheus.yml this server runs with (dict)."""
-        jobs = [{"job_name": job, "metrics_path": "/metrics",
-                 "static_configs": [{"targets": addrs}]} for job, addrs in self.targets.items()]
+        def static(addrs):
+            plain = [a for a in addrs if a not in self.target_labels]
+            return ([{"targets": plain}] if plain else []) + [
+                {"targets": [a], "labels": self.target_labels[a]} for a in addrs if a in self.target_labels]
+
+        jobs = [{"job_name": job, "metrics_path": "/metrics", "static_configs": static(addrs)}
+                for job, addrs in self.targets.items()]
         if self.self_scrape:
             jobs.append({"job_name": "prometheus", "static_configs": [{"targets": [f"127.0.0.1:{self.port}"]}]})
         cfg = {"global": {"scrape_interval": self.scrape_interval, "scrape_timeout": self.scrape_interval,
@@ -143,7 +152,6 @@ class PrometheusServer(ManagedProcess):
                "--storage.tsdb.retention.time=1h", "--log.level=info"]
         t0 = time.monotonic()
         self._spawn(cmd, self.log_path, cwd=self.workdir)
-        _LIVE.add(self)
         try:
             self._wait_ready(t0)
         except BaseException:
@@ -182,7 +190,6 @@ class PrometheusServer(ManagedProcess):
     def stop(self) -> None:
         """Stop the process group and delete the temporary folder (config, rules, TSDB)."""
         self._terminate()
-        _LIVE.discard(self)
         if self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
@@ -280,12 +287,3 @@ class PrometheusServer(ManagedProcess):
                 raise CourseError(f"alert {name!r} did not reach {state!r} within {timeout_s:.0f} s. "
                                   f"Rule states: {states}")
             time.sleep(poll_s)
-
-
-def stop_all() -> None:
-    """Stop every Prometheus started by this Python process."""
-    for p in list(_LIVE):
-        p.stop()
-
-
-atexit.register(stop_all)

@@ -25,7 +25,6 @@ Command: ``python -m inferopt serve [--kv-cache-gib 1] [-- extra vLLM flags]``.
 """
 from __future__ import annotations
 
-import atexit
 import importlib.metadata
 import importlib.util
 import json
@@ -34,7 +33,6 @@ import re
 import subprocess
 import sys
 import time
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +43,6 @@ from inferopt.serving.managed_process import (
     ManagedProcess,
     _alive,
     _kill_group,
-    after_failed_cell,
     free_port,
     port_is_free,
 )
@@ -61,8 +58,6 @@ SETUP_HINT = {
 }
 _KV_RE = re.compile(r"KV cache size: ([\d,]+) tokens")
 _CONC_RE = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
-
-_LIVE: weakref.WeakSet[VLLMServer] = weakref.WeakSet()
 
 
 # ---------------------------------------------------------------- engine selection (probe: serving/gpu.py)
@@ -266,11 +261,11 @@ class VLLMServer(ManagedProcess):
         t0 = time.monotonic()
         self._spawn(self.command(), self.log_path, env=env)
         self._pidfile = servers_dir() / f"{self.proc.pid}.pid.json"
-        self._pidfile.write_text(json.dumps({"pid": self.proc.pid, "pgid": self.proc.pid,
-                                             "owner_pid": os.getpid(), "port": self.port,
-                                             "log": str(self.log_path)}))
-        _LIVE.add(self)
-        after_failed_cell(_stop_after_failed_cell)
+        tmp = self._pidfile.with_suffix(".tmp")        # written whole, then renamed: a sweep by an engine
+        tmp.write_text(json.dumps({"pid": self.proc.pid, "pgid": self.proc.pid,   # starting beside this one
+                                   "owner_pid": os.getpid(), "port": self.port,   # never reads half a file
+                                   "log": str(self.log_path)}))
+        tmp.replace(self._pidfile)
         try:
             self._wait_ready(t0)
         except BaseException:
@@ -342,7 +337,6 @@ class VLLMServer(ManagedProcess):
         self._terminate()
         if self._pidfile:
             self._pidfile.unlink(missing_ok=True)
-        _LIVE.discard(self)
 
     def __repr__(self) -> str:
         state = f"running at {self.base_url}" if self.proc else "stopped"
@@ -436,37 +430,6 @@ class VLLMServer(ManagedProcess):
     def metrics_text(self) -> str:
         """The Prometheus text exposition served at /metrics."""
         return self._request("GET", "/metrics", timeout=30).text
-
-    def memory_mib(self) -> float:
-        """Resident memory (RSS, MiB = 2^20 B) of the server and all its child processes now."""
-        import psutil
-
-        self.ensure_alive()
-        root = psutil.Process(self.proc.pid)
-        procs = [root] + root.children(recursive=True)
-        total = 0
-        for p in procs:
-            try:
-                total += p.memory_info().rss
-            except psutil.Error:
-                pass
-        return total / (1 << 20)
-
-
-def stop_all() -> None:
-    """Stop every server started by this Python process."""
-    for srv in list(_LIVE):
-        srv.stop()
-
-
-atexit.register(stop_all)
-
-def _stop_after_failed_cell() -> None:
-    if len(_LIVE):
-        names = ", ".join(repr(s) for s in _LIVE)
-        stop_all()
-        print(f"[inferopt] the cell failed, so the vLLM server(s) it left running were stopped: {names}. "
-              "Fix the cell and start the engine again.")
 
 
 # ---------------------------------------------------------------- CLI

@@ -1,19 +1,26 @@
-"""A child process the course starts and must never leave behind (vLLM server, Prometheus).
+"""A child process the course starts and must never leave behind (vLLM server, router,
+Prometheus, the nginx gateway).
 
 ``ManagedProcess`` gives a subclass the shared life cycle: spawn in a new process group with
 PR_SET_PDEATHSIG (the child gets SIGTERM if the Python that started it dies), stop the whole
-group (SIGTERM, then SIGKILL after a grace period), and use as a context manager. Subclasses
-add what they start and how they tell it is ready. Also the small helpers both need: free
-ports and a log's last lines.
+group (SIGTERM, then SIGKILL after a grace period), and use as a context manager. ``_spawn``
+also records the process among the running ones, so that every one of them is stopped at
+interpreter exit and, in a notebook, after a cell that raised (one message names them).
+Subclasses add what they start and how they tell it is ready. Also the small helpers they all
+need: free ports and a log's last lines.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
+import weakref
 from pathlib import Path
 
 
@@ -85,6 +92,10 @@ def log_tail(path: Path | None, n: int = 25) -> str:
     return "\n".join(lines[-n:])
 
 
+# every ManagedProcess whose process group is running (weak: a forgotten object can still go)
+_RUNNING: weakref.WeakSet = weakref.WeakSet()
+
+
 class ManagedProcess:
     """Base for a process group this package starts and stops (see module docstring)."""
 
@@ -92,11 +103,28 @@ class ManagedProcess:
     stop_grace_s: float = 10.0
 
     def _spawn(self, cmd: list[str], log_path: Path, **popen_kw) -> subprocess.Popen:
-        """Start ``cmd`` in its own process group, stdout+stderr to ``log_path``."""
+        """Start ``cmd`` in its own process group, stdout+stderr to ``log_path``; from now on it
+        is stopped at interpreter exit and after a failed notebook cell."""
         with open(log_path, "wb") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True, preexec_fn=_pdeathsig, **popen_kw)
+            self.proc = _popen_in_callers_thread(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                                 start_new_session=True, preexec_fn=_pdeathsig, **popen_kw)
+        _RUNNING.add(self)
+        after_failed_cell(_stop_after_failed_cell)
         return self.proc
+
+    @classmethod
+    def running(cls) -> list:
+        """The instances of this class (and its subclasses) whose process group is running."""
+        return [p for p in list(_RUNNING) if isinstance(p, cls)]
+
+    @classmethod
+    def stop_all(cls) -> None:
+        """Stop every running instance of this class (ManagedProcess.stop_all(): all of them)."""
+        for p in cls.running():
+            try:
+                p.stop()
+            except OSError as exc:
+                print(f"[inferopt] could not stop {p!r}: {exc}", file=sys.stderr)
 
     def _terminate(self) -> None:
         """Stop the whole process group and reap the leader (no-op when not running)."""
@@ -108,6 +136,24 @@ class ManagedProcess:
         except subprocess.TimeoutExpired:
             pass
         self.proc = None
+        _RUNNING.discard(self)
+
+    def memory_mib(self) -> float:
+        """Resident memory (RSS, MiB = 2^20 B) of the process and all its children now."""
+        import psutil
+
+        if self.proc is None or self.proc.poll() is not None:
+            from inferopt.errors import CourseError
+
+            raise CourseError(f"{self!r} is not running: start it before measuring its memory")
+        root = psutil.Process(self.proc.pid)
+        total = 0
+        for p in [root, *root.children(recursive=True)]:
+            try:
+                total += p.memory_info().rss
+            except psutil.Error:
+                pass
+        return total / (1 << 20)
 
     def start(self):  # pragma: no cover - subclasses define it
         raise NotImplementedError
@@ -126,6 +172,69 @@ class ManagedProcess:
             self.stop()
         except Exception:
             pass
+
+
+_LOCAL = threading.local()
+
+
+def _popen_in_callers_thread(args, **kw) -> subprocess.Popen:
+    """``subprocess.Popen``, run by the thread that called :func:`start_together` when called from
+    one of its helper threads (see there), else right here."""
+    spawns = getattr(_LOCAL, "spawns", None)
+    if spawns is None:
+        return subprocess.Popen(args, **kw)
+    box, done = {}, threading.Event()
+    spawns.put((args, kw, box, done))
+    done.wait()
+    if "error" in box:
+        raise box["error"]
+    return box["proc"]
+
+
+def start_together(*procs, return_exceptions: bool = False) -> list:
+    """Start several managed processes at once (each ``start()`` in its own thread) and return
+    them in order. Most of a vLLM engine's start-up is one process importing Python modules, so
+    two engines on two cores start in little more time than one. If any start fails, the ones
+    that started are stopped and the first error is raised; with ``return_exceptions=True``
+    (as in ``asyncio.gather``) each failed start's exception takes its place in the list instead
+    and the others keep running."""
+    import queue
+
+    errors = [None] * len(procs)
+    spawns: queue.Queue = queue.Queue()
+
+    def run(i, p):
+        _LOCAL.spawns = spawns
+        try:
+            p.start()
+        except BaseException as exc:   # re-raised below, in the caller's thread
+            errors[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i, p), daemon=True) for i, p in enumerate(procs)]
+    for t in threads:
+        t.start()
+    # PR_SET_PDEATHSIG fires when the *thread* that forked a child ends, so the helper threads
+    # (which end as soon as their start() returns) must not fork: this thread runs their Popen
+    while any(t.is_alive() for t in threads):
+        try:
+            args, kw, box, done = spawns.get(timeout=0.05)
+        except queue.Empty:
+            continue
+        try:
+            box["proc"] = subprocess.Popen(args, **kw)
+        except BaseException as exc:
+            box["error"] = exc
+        done.set()
+    for t in threads:
+        t.join()
+    if return_exceptions:
+        return [e if e is not None else p for p, e in zip(procs, errors, strict=True)]
+    first = next((e for e in errors if e is not None), None)
+    if first is not None:
+        for p in procs:
+            p.stop()
+        raise first
+    return list(procs)
 
 
 _FAILED_CELL_CALLBACKS: set = set()
@@ -151,3 +260,15 @@ def after_failed_cell(callback) -> None:
     ip.events.register("post_run_cell", hook)
     _FAILED_CELL_CALLBACKS.add(callback)
 
+
+
+def _stop_after_failed_cell() -> None:
+    left = ManagedProcess.running()
+    if left:
+        names = ", ".join(repr(p) for p in left)
+        ManagedProcess.stop_all()
+        print(f"[inferopt] the cell failed, so what it left running was stopped: {names}. "
+              "Fix the cell and start them again.")
+
+
+atexit.register(ManagedProcess.stop_all)

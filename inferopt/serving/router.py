@@ -28,23 +28,20 @@ The bad-input guards for a canary weight and an N+1 instance count live in
 """
 from __future__ import annotations
 
-import atexit
 import importlib.util
 import os
 import sys
 import time
-import weakref
 
 from inferopt.errors import CourseError
 from inferopt.paths import servers_dir
-from inferopt.serving.managed_process import ManagedProcess, after_failed_cell, free_port, log_tail
+from inferopt.serving.managed_process import ManagedProcess, free_port, log_tail
 
 ROUTER_MODULE = "vllm_router.launch_router"
 POLICIES = ("random", "round_robin", "cache_aware", "kv_aware", "power_of_two", "consistent_hash",
             "sticky_least_loaded")
 INSTALL_HINT = "pip install vllm-router==0.1.17   (pinned in requirements.txt)"
 
-_LIVE: weakref.WeakSet[VLLMRouter] = weakref.WeakSet()
 
 
 def _worker_url(w) -> str:
@@ -171,8 +168,6 @@ class VLLMRouter(ManagedProcess):
         env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", rust_level))
         t0 = time.monotonic()
         self._spawn(self.command(), self.log_path, env=env)
-        _LIVE.add(self)
-        after_failed_cell(_stop_after_failed_cell)
         try:
             while True:
                 code = self.proc.poll()
@@ -196,26 +191,10 @@ class VLLMRouter(ManagedProcess):
 
     def stop(self) -> None:
         self._terminate()
-        _LIVE.discard(self)
 
     def __repr__(self) -> str:
         state = f"running at {self.base_url}" if self.proc else "stopped"
         return f"<VLLMRouter {self.policy} over {len(self.worker_urls)} worker(s), {state}>"
-
-    def memory_mib(self) -> float:
-        """Resident memory (RSS, MiB) of the router process group now."""
-        import psutil
-
-        if self.proc is None:
-            raise CourseError("the router is not running")
-        root = psutil.Process(self.proc.pid)
-        total = 0
-        for p in [root, *root.children(recursive=True)]:
-            try:
-                total += p.memory_info().rss
-            except psutil.Error:
-                pass
-        return total / (1 << 20)
 
     # ---- what the router says about itself
     def workers(self) -> list:
@@ -247,19 +226,3 @@ def router_samples(text: str, prefix: str = "vllm_router_") -> dict:
             if s.name.startswith(prefix):
                 out[(s.name, tuple(sorted(s.labels.items())))] = float(s.value)
     return out
-
-
-def _stop_all() -> None:
-    for r in list(_LIVE):
-        try:
-            r.stop()
-        except OSError as exc:
-            print(f"[inferopt] could not stop {r!r}: {exc}", file=sys.stderr)
-
-
-atexit.register(_stop_all)
-
-def _stop_after_failed_cell() -> None:
-    if len(_LIVE):
-        _stop_all()
-        print("[inferopt] the cell failed, so the router it left running was stopped.")
