@@ -40,7 +40,7 @@ def test_parse_startup_log_reads_the_engines_own_line():
 def own_engines():
     """Two engines this module stops or kills itself, started at once (start-up is mostly imports)."""
     pair = (VLLMServer(max_model_len=2048, kv_cache_gib=1.0, quiet=True),
-            VLLMServer(max_model_len=1024, kv_cache_gib=0.25, quiet=True))
+            VLLMServer(max_model_len=1024, kv_cache_gib=0.25, quiet=True, cpu_cores=[1]))
     start_together(*pair)
     try:
         yield pair
@@ -78,6 +78,9 @@ def test_server_killed_mid_request_gives_a_clear_error_and_is_cleaned_up(own_eng
     srv = own_engines[1]
     try:
         pgid = srv.pid
+        root = psutil.Process(pgid)          # cpu_cores=[1]: every thread of every process of the engine
+        tids = [t.id for p in [root, *root.children(recursive=True)] for t in p.threads()]
+        assert len(tids) > 3 and {frozenset(os.sched_getaffinity(t)) for t in tids} == {frozenset({1})}
         box = {}
 
         def ask():
@@ -100,6 +103,13 @@ def test_server_killed_mid_request_gives_a_clear_error_and_is_cleaned_up(own_eng
     while _group_alive(pgid) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _group_alive(pgid), "engine-core children outlived the killed server after stop()"
+
+
+def test_cpu_cores_must_be_cores_this_process_may_use():
+    with pytest.raises(CourseError, match=r"cpu_cores=\[99\]: give cores this process may use"):
+        VLLMServer(cpu_cores=[99], quiet=True)
+    with pytest.raises(CourseError, match="cpu_cores"):
+        VLLMServer(cpu_cores=[], quiet=True)
 
 
 def test_unknown_flag_names_the_flag_problem():

@@ -158,12 +158,16 @@ class VLLMServer(ManagedProcess):
         port: a fixed port (must be free) or None for a free one.
         startup_timeout: seconds to wait for /health before giving up.
         kind: 'cpu' or 'gpu'; default from engine_kind().
+        cpu_cores: pin the whole engine (API server, engine core, model worker: every thread) to
+            these CPU cores, e.g. [1], so that two engines on one machine do not take each other's
+            cores (the CPU version of giving each instance its own GPUs). On the CPU engine the
+            model's OpenMP threads are bound there too (``VLLM_CPU_OMP_THREADS_BIND``).
     """
 
     def __init__(self, model=None, *, max_model_len: int = 2048, kv_cache_gib: float | None = None,
                  dtype: str | None = None, extra_args=(), env=None, port: int | None = None,
                  host: str = "127.0.0.1", startup_timeout: float = 300.0, kind: str | None = None,
-                 served_name: str | None = None, quiet: bool = False):
+                 served_name: str | None = None, quiet: bool = False, cpu_cores=None):
         self.kind = kind or engine_kind()
         if self.kind not in ("cpu", "gpu"):
             raise CourseError(f"kind={kind!r}: use 'cpu' or 'gpu'")
@@ -185,6 +189,15 @@ class VLLMServer(ManagedProcess):
         self.dtype = dtype
         self.extra_args = [str(a) for a in extra_args]
         self.env = {k: str(v) for k, v in (env or {}).items()}
+        self.cpu_cores = None
+        if cpu_cores is not None:
+            cores = sorted({int(c) for c in cpu_cores})
+            usable = os.sched_getaffinity(0)
+            if not cores or not set(cores) <= usable:
+                raise CourseError(f"cpu_cores={list(cpu_cores)!r}: give cores this process may use, among {sorted(usable)}")
+            self.cpu_cores = cores
+            if self.kind == "cpu":
+                self.env.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, cores)))
         self.host = host
         self.requested_port = port
         self.port: int | None = None
@@ -259,7 +272,7 @@ class VLLMServer(ManagedProcess):
         env["DO_NOT_TRACK"] = "1"
         env.update(self.env)
         t0 = time.monotonic()
-        self._spawn(self.command(), self.log_path, env=env)
+        self._spawn(self.command(), self.log_path, env=env, cpu_cores=self.cpu_cores)
         self._pidfile = servers_dir() / f"{self.proc.pid}.pid.json"
         tmp = self._pidfile.with_suffix(".tmp")        # written whole, then renamed: a sweep by an engine
         tmp.write_text(json.dumps({"pid": self.proc.pid, "pgid": self.proc.pid,   # starting beside this one

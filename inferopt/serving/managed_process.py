@@ -102,12 +102,18 @@ class ManagedProcess:
     proc: subprocess.Popen | None = None
     stop_grace_s: float = 10.0
 
-    def _spawn(self, cmd: list[str], log_path: Path, **popen_kw) -> subprocess.Popen:
-        """Start ``cmd`` in its own process group, stdout+stderr to ``log_path``; from now on it
-        is stopped at interpreter exit and after a failed notebook cell."""
+    def _spawn(self, cmd: list[str], log_path: Path, cpu_cores=None, **popen_kw) -> subprocess.Popen:
+        """Start ``cmd`` in its own process group, stdout+stderr to ``log_path`` (and only on
+        ``cpu_cores``, inherited by every process and thread it starts, when given); from now on
+        it is stopped at interpreter exit and after a failed notebook cell."""
+        def preexec():
+            _pdeathsig()
+            if cpu_cores:
+                os.sched_setaffinity(0, set(cpu_cores))
+
         with open(log_path, "wb") as log:
             self.proc = _popen_in_callers_thread(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                                 start_new_session=True, preexec_fn=_pdeathsig, **popen_kw)
+                                                 start_new_session=True, preexec_fn=preexec, **popen_kw)
         _RUNNING.add(self)
         after_failed_cell(_stop_after_failed_cell)
         return self.proc
