@@ -80,8 +80,9 @@ def test_live_prometheus_scrapes_queries_and_fires(live_server):
         assert 0 < target["last_scrape_duration_s"] < 1.0
         for q in dashboard.queries(dashboard.build_dashboard()):      # every dashboard query runs
             prom.query(dashboard.resolve_variables(q))
-        for g in alerts.canary_gates(selector='job="vllm"'):          # and every canary gate
-            prom.query(g["promql"])
+        for errors in alerts.ERROR_SOURCES:                              # and every canary gate
+            for g in alerts.canary_gates(selector='job="vllm"', errors=errors):
+                prom.query(g["promql"])
         box = {}
         t = threading.Thread(target=lambda: box.setdefault("r", load.run_load(
             live_server, concurrency=2, duration_s=8, max_tokens=16)))

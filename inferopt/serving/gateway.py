@@ -121,15 +121,15 @@ http {{
     access_log {d}/access.log split;
     upstream split {{
 {chr(10).join(servers)}
-        keepalive 16;
     }}
     server {{
         listen 127.0.0.1:{self.port};
         location = /split {{ return 200 "{w}\\n"; }}
         location / {{
+            # a new upstream connection per request: no idle keep-alive connection that the
+            # engine (uvicorn closes them after 5 s) could close under nginx's feet
             proxy_pass http://split;
             proxy_http_version 1.1;
-            proxy_set_header Connection "";
             proxy_buffering off;
             proxy_read_timeout 600s;
         }}
