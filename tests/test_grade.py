@@ -62,6 +62,7 @@ def test_grade_a_folder_of_five_submissions(tmp_path):
         ("chen-lab1.ipynb", "lab1-part1"): 3, ("chen-lab1.ipynb", "lab1-part2"): 0, ("chen-lab1.ipynb", "lab1-part3"): 1,
         ("dara-lab2.ipynb", "lab2-task1"): 0, ("dara-lab2.ipynb", "lab2-task2"): 0, ("dara-lab2.ipynb", "lab2-task3"): 2,
         ("eli-lab5.ipynb", "lab5-task1"): 2, ("eli-lab5.ipynb", "lab5-task2"): 2, ("eli-lab5.ipynb", "lab5-task3"): 0,
+        ("eli-lab5.ipynb", "lab5-task4"): 1,
         ("finn-lab1.ipynb", "lab1-part1"): 0, ("finn-lab1.ipynb", "lab1-part2"): 0, ("finn-lab1.ipynb", "lab1-part3"): 0,
     }
     assert got == want, proc.stdout

@@ -321,6 +321,38 @@ WRONG = {
                         "    ok = [r['qps'] for r in table if r['ttft_p95_ms'] <= ttft_slo_ms and r['tpot_p95_ms'] <= tpot_slo_ms]\n"
                         "    return max(ok) if ok else None"),
     },
+    "lab5-task4": {
+        UNTOUCHED: None,
+        "constant": "def step_decision(readings, last_step):\n    return 'promote'",
+        "package": ("from inferopt.monitoring.alerts import gate_passes\n"
+                    "def step_decision(readings, last_step):\n"
+                    "    if all(gate_passes(g, g['value']) for g in readings):\n"
+                    "        return 'done' if last_step else 'promote'\n"
+                    "    return 'roll back'"),
+        "at_or_below": ("def step_decision(readings, last_step):\n"
+                        "    for g in readings:\n"
+                        "        v = g['value']\n"
+                        "        if v is None or math.isnan(v):\n            return 'roll back'\n"
+                        "        ok = v <= g['threshold'] if g['pass_if'] == 'below' else round(v, 6) == g['threshold']\n"
+                        "        if not ok:\n            return 'roll back'\n"
+                        "    return 'done' if last_step else 'promote'"),
+        "no_data_passes": ("def step_decision(readings, last_step):\n"
+                           "    bad = [g for g in readings if g['value'] is not None and not math.isnan(g['value']) and not\n"
+                           "           (g['value'] < g['threshold'] if g['pass_if'] == 'below'\n"
+                           "            else round(g['value'], 6) == g['threshold'])]\n"
+                           "    return 'roll back' if bad else ('done' if last_step else 'promote')"),
+        "exact_equal": ("def step_decision(readings, last_step):\n"
+                        "    for g in readings:\n"
+                        "        v = g['value']\n"
+                        "        if v is None or math.isnan(v):\n            return 'roll back'\n"
+                        "        if not (v < g['threshold'] if g['pass_if'] == 'below' else v == g['threshold']):\n"
+                        "            return 'roll back'\n"
+                        "    return 'done' if last_step else 'promote'"),
+        "never_done": ("_right = step_decision\n"
+                       "def step_decision(readings, last_step):\n"
+                       "    d = _right(readings, last_step)\n"
+                       "    return 'promote' if d == 'done' else d"),
+    },
 }
 
 CHECKS = check_functions()
@@ -432,6 +464,13 @@ def test_references_agree_with_the_package():
                    - s["tpot_p95_ms"]) < 1e-6
         sums = lab4.random_summaries(r, slo)
         assert lab4.ref_max_concurrency(sums, slo) == max_level_meeting(sums, slo)
+    from inferopt.labcheck import lab5
+    from inferopt.monitoring.alerts import gate_passes
+
+    for _ in range(300):       # the canary check's reference decides as the package's gates do
+        readings, last = lab5.random_readings(r), r.random() < 0.5
+        ok = all(gate_passes(g, g["value"]) for g in readings)
+        assert lab5.ref_step_decision(readings, last) == (("done" if last else "promote") if ok else "roll back")
     for target, per in ((200, 50), (200, 71.5), (7, 3)):
         p = plan_instances(target, per, 1, "N+1", 8)
         from inferopt.labcheck.lab5 import ref_instances

@@ -1,5 +1,6 @@
 """Lab 5 checks: an alert rule with its promtool test; a load-test table checked with Little's law;
-a fleet sized from the table. The sizing functions run with ``plan_instances`` made unavailable."""
+a fleet sized from the table; a canary step judged from its gate readings. The sizing functions run
+with ``plan_instances`` made unavailable, the canary decision without ``gate_passes`` and ``rollout``."""
 from __future__ import annotations
 
 import math
@@ -202,3 +203,68 @@ def task3(ns: dict, n_cases: int = 300, seed=None) -> None:
         raise CheckFailed(f"{task}: sizing should be instances_needed for the target, with one surge instance and N+1")
     passed(f"{task} passes: both functions are right on {n_cases + n_cases // 3} cases made up just now, "
            "and the fleet follows from the trusted table")
+
+
+CANARY_FORBIDDEN = [("inferopt.monitoring.alerts", "gate_passes"), ("inferopt.serving.canary", "rollout")]
+GATES = [("TTFT P95", "below", 1.0), ("TPOT P95", "below", 0.15), ("requests > 30 s", "equal", 0),
+         ("preemptions", "equal", 0), ("error rate", "below", 0.001)]
+
+
+def ref_step_decision(readings, last_step, *, no_data_passes=False, at_or_below=False, exact=False, done=True):
+    """The rollout's next move; the keyword flags give the usual mistakes (for the hints)."""
+    for g in readings:
+        v = g["value"]
+        if v is None or math.isnan(v):
+            if no_data_passes:
+                continue
+            return "roll back"
+        if g["pass_if"] == "below":
+            ok = v <= g["threshold"] if at_or_below else v < g["threshold"]
+        else:
+            ok = v == g["threshold"] if exact else round(v, 6) == g["threshold"]
+        if not ok:
+            return "roll back"
+    return "done" if last_step and done else "promote"
+
+
+MISTAKES = [
+    ({"no_data_passes": True}, "a gate without data (None or NaN) cannot pass: a step that cannot be judged is not promoted"),
+    ({"at_or_below": True}, "'below' means strictly below the threshold, as 'P95 < SLO' does: a value on it fails"),
+    ({"exact": True}, "a counter that did not move can read 1e-12 after Prometheus' extrapolation: round before comparing"),
+    ({"done": False}, "after the last step there is nothing left to promote to"),
+]
+
+
+def random_readings(r):
+    """Gate readings of one step: mostly passing, with the edge cases a real trace has."""
+    out = []
+    for name, pass_if, threshold in r.sample(GATES, r.randint(1, len(GATES))):
+        t = threshold * r.choice([1, 0.5, 2]) if pass_if == "below" else threshold
+        kind = r.random()
+        if kind < 0.55:
+            v = t * r.uniform(0, 0.95) if pass_if == "below" else r.choice([0.0, 1e-12, -1e-12, 0.0])
+        elif kind < 0.7:
+            v = t if pass_if == "below" else r.choice([1.0, 0.6, 3.2])          # on the threshold / moved
+        elif kind < 0.85:
+            v = t * r.uniform(1.01, 5) if pass_if == "below" else r.uniform(0.01, 10)
+        else:
+            v = r.choice([None, float("nan")])                                  # no data
+        out.append({"gate": name, "pass_if": pass_if, "threshold": t, "value": v})
+    return out
+
+
+def task4(ns: dict, n_cases: int = 400, seed=None) -> None:
+    task = "Task 4"
+    decide = need_callable(ns, task, "step_decision")
+    r = rng(seed)
+    for _ in range(n_cases):
+        readings, last = random_readings(r), r.random() < 0.3
+        want = ref_step_decision(readings, last)
+        with forbid(ns, CANARY_FORBIDDEN), quiet():
+            got = call(task, decide, [dict(g) for g in readings], last)
+        if got == want:
+            continue
+        hint = next((h for kw, h in MISTAKES if got == ref_step_decision(readings, last, **kw)),
+                    "every gate must pass for the rollout to go on; one failing gate is enough to roll back")
+        raise CheckFailed(f"{task}: step_decision is wrong on a step the check made up: {hint}")
+    passed(f"{task} passes: step_decision is right on {n_cases} steps made up just now")
