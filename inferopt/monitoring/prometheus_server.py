@@ -187,13 +187,6 @@ class PrometheusServer(ManagedProcess):
                                   f"{self._log_tail()}")
             time.sleep(0.2)
 
-    def stop(self) -> None:
-        """Stop the process group and delete the temporary folder (config, rules, TSDB)."""
-        self._terminate()
-        if self.workdir is not None:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-            self.workdir = None
-
     def __repr__(self) -> str:
         state = f"running at {self.base_url}" if self.proc else "stopped"
         return f"<PrometheusServer jobs={sorted(self.targets)} {state}>"

@@ -231,13 +231,6 @@ http {{
         """Requests nginx passed to each version so far ('stable', 'canary'), from its access log."""
         return Counter(version for _, version, _ in self.access_log())
 
-    def stop(self) -> None:
-        """Stop nginx's process group and delete its folder (config, logs, temp files)."""
-        self._terminate()
-        if self.workdir is not None:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-            self.workdir = None
-
     def __repr__(self) -> str:
         state = f"running at {self.base_url}" if self.proc else "stopped"
         return f"<NginxGateway canary {self.canary_weight} % {state}>"

@@ -101,6 +101,7 @@ class ManagedProcess:
 
     proc: subprocess.Popen | None = None
     stop_grace_s: float = 10.0
+    workdir: Path | None = None      # a temporary folder the process owns (config, logs, data): deleted on stop()
 
     def _spawn(self, cmd: list[str], log_path: Path, cpu_cores=None, **popen_kw) -> subprocess.Popen:
         """Start ``cmd`` in its own process group, stdout+stderr to ``log_path`` (and only on
@@ -165,7 +166,13 @@ class ManagedProcess:
         raise NotImplementedError
 
     def stop(self) -> None:
+        """Stop the whole process group, then delete its temporary folder if it has one."""
         self._terminate()
+        if self.workdir is not None:
+            import shutil
+
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
 
     def __enter__(self):
         return self.start()

@@ -189,9 +189,6 @@ class VLLMRouter(ManagedProcess):
         self.startup_seconds = time.monotonic() - t0
         return self
 
-    def stop(self) -> None:
-        self._terminate()
-
     def __repr__(self) -> str:
         state = f"running at {self.base_url}" if self.proc else "stopped"
         return f"<VLLMRouter {self.policy} over {len(self.worker_urls)} worker(s), {state}>"
