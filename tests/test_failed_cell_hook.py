@@ -47,6 +47,10 @@ class _Sleeper(managed_process.ManagedProcess):
 def test_a_failed_cell_stops_every_managed_process_and_a_good_cell_none(monkeypatch, tmp_path, capsys):
     shell = _shell()
     monkeypatch.setattr("IPython.get_ipython", lambda: shell)
+    # the hook stops *every* running managed process: set aside the suite's own (its shared engine)
+    others = [p for p in managed_process.ManagedProcess.running() if not isinstance(p, _Sleeper)]
+    for p in others:
+        managed_process._RUNNING.discard(p)
     a, b = _Sleeper(tmp_path / "a.log").start(), _Sleeper(tmp_path / "b.log").start()
     pids = [a.proc.pid, b.proc.pid]
     try:
@@ -59,6 +63,9 @@ def test_a_failed_cell_stops_every_managed_process_and_a_good_cell_none(monkeypa
         assert "what it left running was stopped" in capsys.readouterr().out
     finally:
         _Sleeper.stop_all()
+        for p in others:
+            managed_process._RUNNING.add(p)
+    assert all(p.proc is not None for p in others)      # the suite's engine is still up
 
 
 class _Refuser(managed_process.ManagedProcess):
