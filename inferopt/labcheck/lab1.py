@@ -27,7 +27,18 @@ LATENCY = ["ttft_p95_ms", "tpot_p95_ms", "ttft_p99_ms", "tpot_p99_ms"]
 
 def random_case(r):
     """A baseline and SLOs the learner has never seen: all four latency SLOs set (so P99 is judged
-    against its own SLO), some metrics missing, sometimes throughput, sometimes OOM."""
+    against its own SLO), some metrics missing, sometimes throughput, sometimes OOM. Never a near
+    tie: when the two worst ratios are within 1 % of each other, "the worst" is a rounding matter."""
+    while True:
+        metrics, slos = _random_case(r)
+        ratios = sorted((metrics[k] / slos[k] for k in LATENCY if k in metrics), reverse=True)
+        if "throughput_tok_s" in metrics:
+            ratios = sorted([*ratios, slos["throughput_tok_s"] / metrics["throughput_tok_s"]], reverse=True)
+        if len(ratios) < 2 or ratios[0] <= 1 or ratios[0] > ratios[1] * 1.01:
+            return metrics, slos
+
+
+def _random_case(r):
     slos = {"ttft_p95_ms": r.choice([200, 300, 500, 800, 1500]), "tpot_p95_ms": r.choice([20, 30, 50, 80])}
     slos["ttft_p99_ms"] = slos["ttft_p95_ms"] * r.choice([1.5, 2, 3])
     slos["tpot_p99_ms"] = slos["tpot_p95_ms"] * r.choice([1.5, 2, 3])
