@@ -36,7 +36,7 @@ from pathlib import Path
 from inferopt.errors import CourseError
 from inferopt.planning.capacity import check_canary_weight
 from inferopt.serving.managed_process import ManagedProcess, free_port, log_tail
-from inferopt.serving.router import probe_worker
+from inferopt.serving.router import _worker_url, probe_worker
 
 INSTALL_HINT = "sudo apt-get install nginx   (or: make tools)"
 VERSIONS = ("stable", "canary")
@@ -51,8 +51,12 @@ def nginx_binary() -> str:
 
 
 def _host_port(w) -> str:
-    url = getattr(w, "base_url", w)
-    m = re.fullmatch(r"http://(127\.0\.0\.1|localhost):(\d+)/?", url) if isinstance(url, str) else None
+    """'127.0.0.1:PORT' of a running server or URL (router's ``_worker_url`` reads either), loopback only."""
+    try:
+        url = _worker_url(w)
+    except CourseError:
+        url = None
+    m = re.fullmatch(r"http://(127\.0\.0\.1|localhost):(\d+)", url) if url else None
     if not m:
         raise CourseError(f"upstream {w!r}: give a running VLLMServer or a loopback URL such as http://127.0.0.1:8000")
     return f"127.0.0.1:{m.group(2)}"
