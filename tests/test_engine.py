@@ -56,6 +56,9 @@ def test_live_engine_answers_serves_metrics_and_leaves_nothing_behind(own_engine
         children = psutil.Process(pgid).children(recursive=True)
         assert srv.kv_cache_tokens == 23296  # 1 GiB / (2*30*3*64*4 B) rounded down to 16-token blocks
         assert srv.max_concurrency == 11.38
+        f = srv.facts        # read from the engine's /metrics, /v1/models and log (serving/engine_facts.py)
+        assert (f.model, f.max_model_len, f.model_dtype) == (srv.served_name, 2048, "float32")
+        assert f.tokens_for_blocks(f.num_blocks) == f.kv_cache_tokens and f.max_num_batched_tokens
         answer = srv.chat("What is the capital of France?", max_tokens=24)
         assert "Paris" in answer, answer
         streamed = srv.stream_chat("Count from one to five.", max_tokens=16)

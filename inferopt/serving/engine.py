@@ -38,6 +38,7 @@ from pathlib import Path
 
 from inferopt.errors import CourseError
 from inferopt.paths import servers_dir
+from inferopt.serving.engine_facts import EngineFacts, read_engine_facts
 from inferopt.serving.gpu import engine_kind, gpu_present  # noqa: F401 (re-exported: notebooks import engine_kind here)
 from inferopt.serving.managed_process import (
     ManagedProcess,
@@ -204,7 +205,7 @@ class VLLMServer(ManagedProcess):
         self.startup_timeout = startup_timeout
         self.quiet = quiet
         self.log_path: Path | None = None
-        self.facts = StartupFacts(None, None, None)
+        self.facts = EngineFacts()   # filled from the running engine by start() (serving/engine_facts.py)
         self.startup_seconds: float | None = None
         self._pidfile: Path | None = None
 
@@ -285,7 +286,14 @@ class VLLMServer(ManagedProcess):
             self.stop()
             raise
         self.startup_seconds = time.monotonic() - t0
-        self.facts = parse_startup_log(self.log_path.read_text(errors="replace"))
+        log_text = self.log_path.read_text(errors="replace")
+        try:    # the engine's own account: /metrics cache_config_info, /v1/models, the start-up log
+            self.facts = read_engine_facts(self.base_url, log_text)
+        except CourseError:
+            startup = parse_startup_log(log_text)
+            self.facts = EngineFacts(model=self.served_name, max_model_len=self.max_model_len,
+                                     kv_cache_tokens=startup.kv_cache_tokens, max_concurrency=startup.max_concurrency,
+                                     concurrency_for_tokens=startup.concurrency_for_tokens)
         return self
 
     def _wait_ready(self, t0: float) -> None:
