@@ -72,8 +72,9 @@ def test_oom_with_the_real_70b_config_uses_the_calculator_for_tp():
 
 
 def test_oom_on_one_gpu_without_fp8_leaves_int4_and_one_h100_puts_fp8_first():
+    # issue 19: an A100 runs FP8 weight-only (FP8 Marlin, compute capability >= 7.5): FP8 before INT4
     d = diagnose({"oom": True}, SLO, {"model_weights_gib": 130, "gpu_type": "A100", "num_gpus": 1})
-    assert d.techniques == ["int4_awq_marlin"]
+    assert d.techniques == ["fp8", "int4_awq_marlin"]
     d = diagnose({"oom": True}, SLO, {"model_weights_gib": 100, "gpu_type": "H100", "num_gpus": 1})
     assert d.techniques == ["fp8", "int4_awq_marlin"]
 
@@ -204,8 +205,9 @@ def test_int4_without_marlin_at_small_batch_is_expressible_and_names_the_fix():
     assert ids(c) == ["int4_small_batch_no_marlin"] and c[0]["avoid_flags"] == ["--quantization", "awq_marlin"]
     assert ids(conflicts_for(["int4_awq_marlin"], {"int4_kernel": "marlin", "concurrency": 1})) == []
     assert ids(conflicts_for(["int4_awq_marlin"], {"int4_kernel": "other", "concurrency": 64})) == []
-    # without the kernel named, the GPU decides: a T4 (Turing) has no Marlin
-    assert ids(conflicts_for(["int4_awq_marlin"], {"gpu_type": "T4", "concurrency": 2})) == ["int4_small_batch_no_marlin"]
+    # without the kernel named, the GPU decides: a V100 (Volta) has no Marlin; a T4 (Turing, 7.5) has it
+    assert ids(conflicts_for(["int4_awq_marlin"], {"gpu_type": "V100", "concurrency": 2})) == ["int4_small_batch_no_marlin"]
+    assert ids(conflicts_for(["int4_awq_marlin"], {"gpu_type": "T4", "concurrency": 2})) == []
 
 
 def test_cli_draft_dtype_and_int4_kernel(cli):

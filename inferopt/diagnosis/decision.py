@@ -392,17 +392,18 @@ def deployment_from_plan(path) -> tuple[dict, dict]:
 
 def vllm_defaults(dep: Deployment, gpu_memory_gib: float | None, gpu_name: str | None) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) vLLM 0.32's OpenAI server uses without flags
-    (vllm/engine/arg_utils.py ``get_batch_defaults``): CPU 2048/128; GPUs with >= 160 GiB 16384/1024;
-    >= 70 GiB except A100 8192/1024; others 2048/256."""
+    (vllm/engine/arg_utils.py ``get_batch_defaults``), read from the hardware table
+    (assets/hardware_rules.yaml, :func:`inferopt.planning.hardware.batch_defaults`)."""
+    from inferopt.planning import hardware
+
     if dep.on_cpu:
-        return 2048, 128
-    if gpu_memory_gib is None:
-        return 2048, 256
-    if gpu_memory_gib >= 160:
-        return 16384, 1024
-    if gpu_memory_gib >= 70 and "a100" not in (gpu_name or "").lower():
-        return 8192, 1024
-    return 2048, 256
+        return hardware.batch_defaults(on_cpu=True)
+    if gpu_memory_gib is None and gpu_name is None:
+        return hardware.batch_defaults(memory_gib=0)
+    try:
+        return hardware.batch_defaults(gpu_name, gpu_memory_gib)
+    except CourseError:  # a GPU outside the catalog, known by its memory only
+        return hardware.batch_defaults(None, gpu_memory_gib or 0)
 
 
 # ----------------------------------------------------------------------------- output
@@ -476,7 +477,7 @@ def _facts(b: Baseline, w: Workload, thresholds: dict, on=(), mem: dict | None =
     gpu = knowledge.gpu_info(gname) if gname else None
     gpu_mem = w.gpu_memory_gib if w.gpu_memory_gib is not None else (gpu["memory_gib"] if gpu and gpu["memory_gib"] else None)
     cc = gpu["compute_capability"] if gpu else None
-    needs = knowledge.load("techniques")["hardware_needs"]
+    from inferopt.planning import hardware
     on_cpu = (gpu is not None and gpu["name"] == "CPU") or (dep is not None and dep.on_cpu)
     weights_fit = None
     if w.model_weights_gib is not None and gpu_mem:
@@ -490,7 +491,7 @@ def _facts(b: Baseline, w: Workload, thresholds: dict, on=(), mem: dict | None =
         weights_fit = mem["weights_fit"]
         if mem.get("dominates") is not None:
             kv_dominates = mem["dominates"] == "kv"
-    gpu_marlin = None if cc is None else cc >= needs["marlin"]["min_compute_capability"]
+    gpu_marlin = hardware.supports(cc, "int4_marlin")
     # vLLM holds an FP8 KV cache on CUDA GPUs; only its CPU build needs AVX-512 or AMX
     kv_fp8_ok = _this_cpu_fp8_kv() if on_cpu else True
     batched = seqs = None
@@ -513,7 +514,11 @@ def _facts(b: Baseline, w: Workload, thresholds: dict, on=(), mem: dict | None =
         "lora_adapters": w.lora_adapters, "num_gpus": w.num_gpus,
         "has_draft_model": w.draft_model is not None,
         "draft_quantized": None if w.draft_dtype is None else w.draft_dtype in ("fp8", "int8", "int4"),
-        "gpu_fp8": None if cc is None else cc >= needs["fp8"]["min_compute_capability"],
+        # gpu_fp8: FP8 GEMMs (W8A8, what speeds prefill); diagnose() switches it to gpu_fp8_weights
+        # in branch C, where FP8 is there to save memory and runs weight-only (FP8 Marlin) from 7.5
+        "gpu_fp8": hardware.supports(cc, "fp8_w8a8"),
+        "gpu_fp8_compute": hardware.supports(cc, "fp8_w8a8"),
+        "gpu_fp8_weights": hardware.supports(cc, "fp8_w8a16"),
         "gpu_marlin": gpu_marlin,
         "int4_marlin": (w.int4_kernel == "marlin") if w.int4_kernel is not None else gpu_marlin,
         "weights_fit": weights_fit, "gpu_memory_gib": gpu_mem,
@@ -656,11 +661,12 @@ def _memory_view(dep: Deployment, w: Workload) -> dict | None:
 def _memory_candidates(view: dict, dep: Deployment, w: Workload) -> list:
     """Each candidate change with what it frees, ranked: no accuracy cost first (TP, more KV memory),
     then FP8 (weights or KV, on FP8 hardware), then INT4 - the original chapter's OOM order, corrected."""
-    from inferopt.planning import gpu_catalog
     from inferopt.planning import memory as M
 
     kw, gpu = view["_kw"], view["_gpu"]
-    fp8_hw = bool(gpu and gpu_catalog.catalog()[gpu_catalog.resolve(gpu)].get("fp8_support"))
+    from inferopt.planning import hardware
+
+    fp8_mode = hardware.fp8_mode(gpu) if gpu else None
     before_tokens = view["kv_cache_tokens"] or 0
     before_conc = view["max_concurrency_workload"]
     cands = []
@@ -697,11 +703,13 @@ def _memory_candidates(view: dict, dep: Deployment, w: Workload) -> list:
         if util < 0.95:
             add("more_kv_memory", 0, ["--gpu-memory-utilization", "0.95"], f"--gpu-memory-utilization {util:g} -> 0.95",
                 gpu_memory_utilization=0.95)
-        if fp8_hw and kw["weight_format"] in ("bf16", "fp16", "fp32"):
-            add("fp8", 1, ["--quantization", "fp8"], "FP8 weights", weight_format="fp8")
+        if fp8_mode and kw["weight_format"] in ("bf16", "fp16", "fp32"):
+            add("fp8", 1, ["--quantization", "fp8"],
+                "FP8 weights" + (" (weight-only W8A16 through FP8 Marlin: memory, not speed)" if fp8_mode == "w8a16" else ""),
+                weight_format="fp8")
     if M.kv_dtype_bytes(kw["kv_dtype"], kw["dtype"]) > 1 and (gpu or _this_cpu_fp8_kv()):
         add("kv_cache_quant", 1, ["--kv-cache-dtype", "fp8"], "FP8 KV", kv_dtype="fp8")
-    if gpu and kw["weight_format"] not in ("int4",):
+    if gpu and kw["weight_format"] not in ("int4",) and hardware.supports(gpu, "int4_marlin"):
         add("int4_awq_marlin", 2, ["--quantization", "awq_marlin"], "INT4 weights (AWQ + Marlin)", weight_format="int4")
     cands.sort(key=lambda c: (not c["will_start"], c["rank"], -(c["kv_tokens_gain"] or 0)))
     return cands
@@ -858,6 +866,8 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None) 
 
     branch_id = branches_failing[0]
     branch = next(x for x in tree["branches"] if x["id"] == branch_id)
+    if branch_id == "C":  # FP8 here saves memory: weight-only FP8 (FP8 Marlin) counts (hardware_rules.yaml)
+        facts = {**facts, "gpu_fp8": facts["gpu_fp8_weights"]}
     path = ["baseline", branch_id]
     matched, recs, actions, already, skipped, undecided = [], [], [], [], [], []
     seen = set()
@@ -879,8 +889,14 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None) 
             t_ok, t_why = _cond_holds(t.get("when"), facts, thresholds)
             if not t_ok:
                 unknown = any("not given" in x for x in t_why)
+                unless = t.get("unless", "condition not met")
+                hw_rule = _hardware_rule_for(t.get("when"), branch_id)
+                if hw_rule and not unknown:
+                    from inferopt.planning import hardware
+
+                    unless = f"{hardware.rule(hw_rule)['text']} ({hardware.cite(hw_rule)})"
                 skipped.append({"id": tid, "condition": cond["id"],
-                                "reason": t.get("unless", "condition not met") + (" (the needed trait was not given)" if unknown else "")})
+                                "reason": unless + (" (the needed trait was not given)" if unknown else "")})
                 continue
             if tid in on:
                 already.append({"id": tid, "condition": cond["id"],
@@ -966,6 +982,19 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None) 
     return Diagnosis(branch_id, branch["title"], worst, failing, branches_failing, path, matched,
                      [r["id"] for r in recs], recs, actions, already, skipped, conflicts,
                      flags, flags_remove, nxt, sorted(on_list), changes, not_checked, undecided, signals, mem_out)
+
+
+_HW_FACT_RULES = {"gpu_fp8_compute": "fp8_w8a8", "gpu_fp8_weights": "fp8_w8a16", "gpu_marlin": "int4_marlin"}
+
+
+def _hardware_rule_for(cond, branch_id: str) -> str | None:
+    """The hardware-table rule a technique's condition tests (None if it tests no GPU fact)."""
+    for c in (cond or {}).get("clauses", []):
+        if c["fact"] == "gpu_fp8":
+            return "fp8_w8a16" if branch_id == "C" else "fp8_w8a8"
+        if c["fact"] in _HW_FACT_RULES:
+            return _HW_FACT_RULES[c["fact"]]
+    return None
 
 
 def _conflicts(pitfalls, on: set, new: set, facts, thresholds, techs) -> list:
