@@ -970,6 +970,14 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None) 
         actions[:0] = start_failure.remedies(mem, w, min(int(w.num_gpus), per_node))
     if any(a["id"] == "idle_gpus_tp" for a in actions) and any(r["id"] == "tensor_parallel" for r in recs):
         actions[:] = [a for a in actions if a["id"] != "idle_gpus_tp"]
+    seen_flags, unique = set(), []
+    for a in actions:  # one change offered once (a start remedy and a free fix may both say TP 1 -> 2)
+        key = tuple(a["flags_add"])
+        if key and key in seen_flags:
+            continue
+        seen_flags.add(key)
+        unique.append(a)
+    actions[:] = unique
     skipped += cost.annotate(recs, actions, mem)
     # the order to try: vLLM's start remedies, then free before accuracy before hardware; then rank
     # (tree), then cost level, then tree order
