@@ -58,3 +58,13 @@ def test_busy_gpu_without_queue_gets_replicas_not_a_spec_question():
     d1 = diagnose({"throughput_tok_s": 1500, "gpu_util": 0.98, "queue_len": 0}, {"throughput_tok_s": 3000},
                   {"concurrency": 64, "num_gpus": 1, "gpu_type": "H100"})
     assert d1.changes[0]["id"] == "buy_replicas" and d1.changes[0]["cost_kind"] == "hardware"
+
+
+def test_plan_cli_takes_gpus_per_node(capsys):
+    from inferopt.__main__ import main
+
+    rc = main(["plan", "--gpus-per-node", "4"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "TP=4 within each node x PP=2" in err and "\n" not in err
+    assert main(["plan", "--gpus-per-node", "8", "--json"]) == 0
+    assert "--max-model-len" in capsys.readouterr().out

@@ -47,6 +47,8 @@ an :class:`inferopt.slo.SLO` is accepted too):
     gpu_memory_gib                memory of one GPU in GiB (default: from gpu_type)
     gpu_type                      a GPU of assets/gpus.yaml by alias or id (H100, A100, L40S, T4, ...) or CPU
     num_gpus                      GPUs available to this deployment (default 1)
+    gpus_per_node                 GPUs in one node (default: all in one): TP stays inside a node, PP spans
+                                  nodes (inferopt.planning.topology)
     lora_adapters                 number of LoRA adapters served (default 0)
     draft_model                   name of a draft model for speculative decoding, or null
     draft_dtype                   bf16 | fp16 | fp8 | int8 | int4: the DRAFT's weights (pitfall 3.1)
@@ -58,6 +60,14 @@ an :class:`inferopt.slo.SLO` is accepted too):
     (``Diagnosis.memory["candidates"]``: "FP8 KV: +N tokens of KV, concurrency x2").
 ``techniques_on``: technique ids already in force (see ``technique_ids()``); ``None`` means
     vLLM 0.32's defaults (those marked default_on in techniques.yaml); ``[]`` means none.
+
+Issue 19's families, each in its own module: the hardware table (``inferopt.planning.hardware``,
+assets/hardware_rules.yaml) decides FP8/Marlin by compute capability; ``diagnosis.cost`` labels each
+recommendation free / accuracy / hardware, orders them so and re-checks every memory change with the
+calculator (``after``); ``diagnosis.start_failure`` answers a start failure with vLLM's own remedies;
+``diagnosis.config_fixes`` adds the free fixes the tree lacks (token budget, idle GPUs, replicas).
+``Diagnosis.warnings`` holds one-line warnings (no SLO given; metrics of a running engine against a
+"will not start" verdict).
 
 A benchmark summary with more keys than these: ``metrics_from_summary(summary)`` keeps the
 known fields and drops the rest (and None values).

@@ -378,11 +378,21 @@ def add_subcommand(subparsers) -> None:
     p.add_argument("--k8s", metavar="DIR", help="also write validated Kubernetes manifests for the plan to DIR")
     p.add_argument("--canary-weight", type=float, default=5.0, help="with --k8s: percent of traffic to the canary")
     p.add_argument("--instances", type=int, help="with --k8s: override the plan's instance count (at least N+1)")
+    p.add_argument("--gpus-per-node", type=int, help="GPUs in one node (TP stays inside a node; PP spans nodes); "
+                   "overrides the scenario's requirements.gpus_per_node")
     p.set_defaults(func=_cli)
 
 
 def _cli(args: argparse.Namespace) -> int:
-    plan = make_plan(args.scenario)
+    scenario = args.scenario
+    if getattr(args, "gpus_per_node", None) is not None:
+        if args.gpus_per_node < 1:
+            raise CourseError(f"--gpus-per-node {args.gpus_per_node}: give at least 1")
+        import copy
+
+        scenario = copy.deepcopy(load_scenario(scenario))
+        scenario["requirements"]["gpus_per_node"] = args.gpus_per_node
+    plan = make_plan(scenario)
     if getattr(args, "k8s", None):
         from inferopt.planning.k8s import write_manifests
 
