@@ -38,10 +38,10 @@ def test_oom_and_gpu_options(capsys):
     rc, out = run(["--oom", *BASE, "--model-weights-gib", "130", "--gpu-type", "A100", "--num-gpus", "4",
                    "--on", "none", "--json"], capsys)
     d = json.loads(out)
-    # 4 GPUs at hand: tensor parallelism before INT4 (A100 has no FP8)
-    assert d["branch"] == "C" and d["techniques"] == ["tensor_parallel", "int4_awq_marlin"]
+    # 4 GPUs at hand: tensor parallelism first, then FP8 (weight-only on an A100), INT4 last
+    assert d["branch"] == "C" and d["techniques"] == ["tensor_parallel", "fp8", "int4_awq_marlin"]
     assert d["flags"] == ["--tensor-parallel-size", "4"]  # the one next change
-    assert d["recommendations"][1]["flags_add"] == ["--quantization", "awq_marlin"]
+    assert d["recommendations"][2]["flags_add"] == ["--quantization", "awq_marlin"]
 
 
 def test_input_file_and_options_override_it(tmp_path, capsys):

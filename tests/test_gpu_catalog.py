@@ -26,7 +26,7 @@ def test_entry_is_consistent(gid):
     assert g["compute_capability"] in ARCH_CC[g["arch"]], gid
     # fp8_support (used by the memory calculator) and compute capability (used by the decision
     # engine) must tell the same story
-    assert g["fp8_support"] == (g["compute_capability"] >= needs["fp8"]["min_compute_capability"]), gid
+    assert g["fp8_support"] == (g["compute_capability"] >= needs["fp8_compute"]["min_compute_capability"]), gid
     assert (g["fp8_dense_tflops"] is not None) == g["fp8_support"], gid
     assert (g["bf16_dense_tflops"] is not None) == g["bf16_support"], gid
     assert 0.92 < g["memory_mib_reported"] / 1024 / g["memory_gb"] <= 1.03, gid

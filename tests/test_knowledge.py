@@ -71,8 +71,10 @@ def test_gpu_classes_decide_fp8_and_marlin():
 
     assert cc("h100") >= needs["fp8"]["min_compute_capability"]
     assert cc("L40S") >= needs["fp8"]["min_compute_capability"]
-    assert cc("A100") < needs["fp8"]["min_compute_capability"] <= cc("H200")
-    assert cc("A100") >= needs["marlin"]["min_compute_capability"] > cc("T4")
+    # vLLM 0.32 (assets/hardware_rules.yaml): FP8 weights and Marlin from 7.5 (T4), FP8 compute from 8.9
+    assert cc("A100") < needs["fp8_compute"]["min_compute_capability"] <= cc("H200")
+    assert cc("T4") >= needs["fp8"]["min_compute_capability"] > cc("V100")
+    assert cc("T4") >= needs["marlin"]["min_compute_capability"] > cc("V100")
     with pytest.raises(CourseError, match="gpu_type"):
         knowledge.gpu_info("Voodoo2")
 

@@ -47,6 +47,8 @@ an :class:`inferopt.slo.SLO` is accepted too):
     gpu_memory_gib                memory of one GPU in GiB (default: from gpu_type)
     gpu_type                      a GPU of assets/gpus.yaml by alias or id (H100, A100, L40S, T4, ...) or CPU
     num_gpus                      GPUs available to this deployment (default 1)
+    gpus_per_node                 GPUs in one node (default: all in one): TP stays inside a node, PP spans
+                                  nodes (inferopt.planning.topology)
     lora_adapters                 number of LoRA adapters served (default 0)
     draft_model                   name of a draft model for speculative decoding, or null
     draft_dtype                   bf16 | fp16 | fp8 | int8 | int4: the DRAFT's weights (pitfall 3.1)
@@ -58,6 +60,14 @@ an :class:`inferopt.slo.SLO` is accepted too):
     (``Diagnosis.memory["candidates"]``: "FP8 KV: +N tokens of KV, concurrency x2").
 ``techniques_on``: technique ids already in force (see ``technique_ids()``); ``None`` means
     vLLM 0.32's defaults (those marked default_on in techniques.yaml); ``[]`` means none.
+
+Issue 19's families, each in its own module: the hardware table (``inferopt.planning.hardware``,
+assets/hardware_rules.yaml) decides FP8/Marlin by compute capability; ``diagnosis.cost`` labels each
+recommendation free / accuracy / hardware, orders them so and re-checks every memory change with the
+calculator (``after``); ``diagnosis.start_failure`` answers a start failure with vLLM's own remedies;
+``diagnosis.config_fixes`` adds the free fixes the tree lacks (token budget, idle GPUs, replicas).
+``Diagnosis.warnings`` holds one-line warnings (no SLO given; metrics of a running engine against a
+"will not start" verdict).
 
 A benchmark summary with more keys than these: ``metrics_from_summary(summary)`` keeps the
 known fields and drops the rest (and None values).
@@ -112,6 +122,7 @@ WORKLOAD_FIELDS = {
     "gpu_memory_gib": "memory of one GPU, GiB",
     "gpu_type": "GPU class (H100, A100, L40S, T4, CPU, ...; see assets/gpus.yaml)",
     "num_gpus": "GPUs available",
+    "gpus_per_node": "GPUs in one node (TP stays within a node; PP spans nodes; default: all GPUs in one node)",
     "lora_adapters": "LoRA adapters served",
     "draft_model": "draft model name for speculative decoding",
     "draft_dtype": "dtype of the draft model's weights: bf16, fp16, fp8, int8 or int4",
@@ -137,7 +148,8 @@ DRAFT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4")
 INT4_KERNELS = ("marlin", "other")
 FRACTIONS = {"gpu_util", "memory_used_frac", "shared_prefix_frac", "kv_cache_usage", "prefix_cache_hit_rate",
              "spec_acceptance_rate"}
-COUNTS = {"queue_len", "preemptions", "prompt_tokens", "output_tokens", "concurrency", "num_gpus", "lora_adapters"}
+COUNTS = {"queue_len", "preemptions", "prompt_tokens", "output_tokens", "concurrency", "num_gpus", "lora_adapters",
+          "gpus_per_node"}
 # which branch a failing metric sends you to
 METRIC_BRANCH = {"oom": "C", "ttft_p95_ms": "A", "tpot_p95_ms": "B", "throughput_tok_s": "B",
                  "ttft_p99_ms": "D", "tpot_p99_ms": "D"}
@@ -222,6 +234,7 @@ class Baseline:
                 vals[k] = v
             else:
                 vals[k] = _number("metrics", k, v, fraction=k in FRACTIONS, count=k in COUNTS)
+        _check_percentiles("metrics", vals)
         return cls(**vals)
 
 
@@ -255,7 +268,17 @@ class SLOs:
                 raise CourseError(f"slos.{k}: {x:g} ms looks like seconds; give milliseconds "
                                   f"(e.g. {x * 1000:g})")
             vals[k] = x
+        _check_percentiles("slos", vals)
         return cls(**vals)
+
+
+def _check_percentiles(section: str, vals: dict) -> None:
+    """A P99 below its P95 is impossible (the 99th percentile of one sample is never below its 95th)."""
+    for m in ("ttft", "tpot"):
+        p95, p99 = vals.get(f"{m}_p95_ms"), vals.get(f"{m}_p99_ms")
+        if p95 is not None and p99 is not None and p99 < p95:
+            raise CourseError(f"{section}.{m}_p99_ms: {p99:g} ms is below {m}_p95_ms {p95:g} ms, which no "
+                              "distribution allows; check that the two were not swapped")
 
 
 @dataclass(frozen=True)
@@ -269,6 +292,7 @@ class Workload:
     gpu_memory_gib: float | None = None
     gpu_type: str | None = None
     num_gpus: float = 1
+    gpus_per_node: float | None = None
     lora_adapters: float = 0
     draft_model: str | None = None
     draft_dtype: str | None = None
@@ -299,6 +323,8 @@ class Workload:
                 vals[k] = _number("workload", k, v, fraction=k in FRACTIONS, count=k in COUNTS)
         if vals.get("num_gpus", 1) < 1:
             raise CourseError("workload.num_gpus: must be at least 1")
+        if vals.get("gpus_per_node") is not None and vals["gpus_per_node"] < 1:
+            raise CourseError("workload.gpus_per_node: must be at least 1")
         return cls(**vals)
 
 
@@ -392,17 +418,18 @@ def deployment_from_plan(path) -> tuple[dict, dict]:
 
 def vllm_defaults(dep: Deployment, gpu_memory_gib: float | None, gpu_name: str | None) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) vLLM 0.32's OpenAI server uses without flags
-    (vllm/engine/arg_utils.py ``get_batch_defaults``): CPU 2048/128; GPUs with >= 160 GiB 16384/1024;
-    >= 70 GiB except A100 8192/1024; others 2048/256."""
+    (vllm/engine/arg_utils.py ``get_batch_defaults``), read from the hardware table
+    (assets/hardware_rules.yaml, :func:`inferopt.planning.hardware.batch_defaults`)."""
+    from inferopt.planning import hardware
+
     if dep.on_cpu:
-        return 2048, 128
-    if gpu_memory_gib is None:
-        return 2048, 256
-    if gpu_memory_gib >= 160:
-        return 16384, 1024
-    if gpu_memory_gib >= 70 and "a100" not in (gpu_name or "").lower():
-        return 8192, 1024
-    return 2048, 256
+        return hardware.batch_defaults(on_cpu=True)
+    if gpu_memory_gib is None and gpu_name is None:
+        return hardware.batch_defaults(memory_gib=0)
+    try:
+        return hardware.batch_defaults(gpu_name, gpu_memory_gib)
+    except CourseError:  # a GPU outside the catalog, known by its memory only
+        return hardware.batch_defaults(None, gpu_memory_gib or 0)
 
 
 # ----------------------------------------------------------------------------- output
@@ -431,6 +458,7 @@ class Diagnosis:
     undecided: list = field(default_factory=list)
     signals: dict = field(default_factory=dict)
     memory: dict | None = None
+    warnings: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -476,7 +504,7 @@ def _facts(b: Baseline, w: Workload, thresholds: dict, on=(), mem: dict | None =
     gpu = knowledge.gpu_info(gname) if gname else None
     gpu_mem = w.gpu_memory_gib if w.gpu_memory_gib is not None else (gpu["memory_gib"] if gpu and gpu["memory_gib"] else None)
     cc = gpu["compute_capability"] if gpu else None
-    needs = knowledge.load("techniques")["hardware_needs"]
+    from inferopt.planning import hardware
     on_cpu = (gpu is not None and gpu["name"] == "CPU") or (dep is not None and dep.on_cpu)
     weights_fit = None
     if w.model_weights_gib is not None and gpu_mem:
@@ -490,7 +518,7 @@ def _facts(b: Baseline, w: Workload, thresholds: dict, on=(), mem: dict | None =
         weights_fit = mem["weights_fit"]
         if mem.get("dominates") is not None:
             kv_dominates = mem["dominates"] == "kv"
-    gpu_marlin = None if cc is None else cc >= needs["marlin"]["min_compute_capability"]
+    gpu_marlin = hardware.supports(cc, "int4_marlin")
     # vLLM holds an FP8 KV cache on CUDA GPUs; only its CPU build needs AVX-512 or AMX
     kv_fp8_ok = _this_cpu_fp8_kv() if on_cpu else True
     batched = seqs = None
@@ -513,7 +541,11 @@ def _facts(b: Baseline, w: Workload, thresholds: dict, on=(), mem: dict | None =
         "lora_adapters": w.lora_adapters, "num_gpus": w.num_gpus,
         "has_draft_model": w.draft_model is not None,
         "draft_quantized": None if w.draft_dtype is None else w.draft_dtype in ("fp8", "int8", "int4"),
-        "gpu_fp8": None if cc is None else cc >= needs["fp8"]["min_compute_capability"],
+        # gpu_fp8: FP8 GEMMs (W8A8, what speeds prefill); diagnose() switches it to gpu_fp8_weights
+        # in branch C, where FP8 is there to save memory and runs weight-only (FP8 Marlin) from 7.5
+        "gpu_fp8": hardware.supports(cc, "fp8_w8a8"),
+        "gpu_fp8_compute": hardware.supports(cc, "fp8_w8a8"),
+        "gpu_fp8_weights": hardware.supports(cc, "fp8_w8a16"),
         "gpu_marlin": gpu_marlin,
         "int4_marlin": (w.int4_kernel == "marlin") if w.int4_kernel is not None else gpu_marlin,
         "weights_fit": weights_fit, "gpu_memory_gib": gpu_mem,
@@ -656,11 +688,12 @@ def _memory_view(dep: Deployment, w: Workload) -> dict | None:
 def _memory_candidates(view: dict, dep: Deployment, w: Workload) -> list:
     """Each candidate change with what it frees, ranked: no accuracy cost first (TP, more KV memory),
     then FP8 (weights or KV, on FP8 hardware), then INT4 - the original chapter's OOM order, corrected."""
-    from inferopt.planning import gpu_catalog
     from inferopt.planning import memory as M
 
     kw, gpu = view["_kw"], view["_gpu"]
-    fp8_hw = bool(gpu and gpu_catalog.catalog()[gpu_catalog.resolve(gpu)].get("fp8_support"))
+    from inferopt.planning import hardware
+
+    fp8_mode = hardware.fp8_mode(gpu) if gpu else None
     before_tokens = view["kv_cache_tokens"] or 0
     before_conc = view["max_concurrency_workload"]
     cands = []
@@ -685,7 +718,7 @@ def _memory_candidates(view: dict, dep: Deployment, w: Workload) -> list:
 
     if gpu:
         tp2 = dep.tp * 2
-        if w.num_gpus >= tp2:
+        if min(w.num_gpus, w.gpus_per_node or w.num_gpus) >= tp2:  # TP never spans nodes
             try:
                 from inferopt.planning.model_specs import load_spec
 
@@ -697,11 +730,13 @@ def _memory_candidates(view: dict, dep: Deployment, w: Workload) -> list:
         if util < 0.95:
             add("more_kv_memory", 0, ["--gpu-memory-utilization", "0.95"], f"--gpu-memory-utilization {util:g} -> 0.95",
                 gpu_memory_utilization=0.95)
-        if fp8_hw and kw["weight_format"] in ("bf16", "fp16", "fp32"):
-            add("fp8", 1, ["--quantization", "fp8"], "FP8 weights", weight_format="fp8")
+        if fp8_mode and kw["weight_format"] in ("bf16", "fp16", "fp32"):
+            add("fp8", 1, ["--quantization", "fp8"],
+                "FP8 weights" + (" (weight-only W8A16 through FP8 Marlin: memory, not speed)" if fp8_mode == "w8a16" else ""),
+                weight_format="fp8")
     if M.kv_dtype_bytes(kw["kv_dtype"], kw["dtype"]) > 1 and (gpu or _this_cpu_fp8_kv()):
         add("kv_cache_quant", 1, ["--kv-cache-dtype", "fp8"], "FP8 KV", kv_dtype="fp8")
-    if gpu and kw["weight_format"] not in ("int4",):
+    if gpu and kw["weight_format"] not in ("int4",) and hardware.supports(gpu, "int4_marlin"):
         add("int4_awq_marlin", 2, ["--quantization", "awq_marlin"], "INT4 weights (AWQ + Marlin)", weight_format="int4")
     cands.sort(key=lambda c: (not c["will_start"], c["rank"], -(c["kv_tokens_gain"] or 0)))
     return cands
@@ -797,7 +832,11 @@ def _flags_for(tid: str, tech, w: Workload, facts: dict, thresholds: dict, on: s
     add = list(tech.enable_flags)
     remove = []
     if tid == "tensor_parallel":
-        add = ["--tensor-parallel-size", str(_tp_size(w, facts, thresholds, mem))]
+        from inferopt.planning import topology
+
+        tp = _tp_size(w, facts, thresholds, mem)
+        per_node = int(w.gpus_per_node or w.num_gpus)
+        add = topology.layout(tp, per_node).flags()  # TP within a node, PP across nodes
     if tid == "speculative_decoding" and w.draft_model:
         add = ["--speculative-config", json.dumps({"model": w.draft_model, "num_speculative_tokens": 4})]
     if tech.default_on and tid not in on and tech.disable_flags:
@@ -826,7 +865,9 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None) 
         dep = None
     on_list = default_techniques_on() if techniques_on is None else knowledge.check_technique_ids(techniques_on)
     on = set(on_list)
+    _check_one_gpu(dep, w)
     mem = _memory_view(dep, w) if dep is not None else None
+    warnings = []
     facts = _facts(b, w, thresholds, on, mem, dep)
     signals = {k: facts[k] for k in ("kv_pressure", "kv_cache_usage", "preemptions", "queue_len",
                                      "prefix_cache_hit_rate", "spec_acceptance_rate") if facts[k] is not None}
@@ -834,8 +875,14 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None) 
 
     failing, not_checked = _metric_checks(b, s, thresholds["tail_ratio"])
     if mem is not None and not mem["will_start"] and not b.oom:
-        failing.append({"metric": "oom", "value": True, "slo": False, "ratio": None, "branch": "C",
-                        "why": "the memory calculator says vLLM will not start: " + mem["start_reason"]})
+        if _engine_ran(b):
+            warnings.append("contradiction: these metrics come from a running engine, yet the memory calculator says "
+                            "this deployment would not start (" + mem["start_reason"].split(";")[0][:160] + "); the "
+                            "deployment given is not the one that ran (check --max-model-len, --gpu-memory-utilization, "
+                            "TP, the weight format), so the metrics are diagnosed and the start verdict is set aside")
+        else:
+            failing.append({"metric": "oom", "value": True, "slo": False, "ratio": None, "branch": "C",
+                            "why": "the memory calculator says vLLM will not start: " + mem["start_reason"]})
     if facts["kv_pressure"] and failing and not any(f["metric"] == "oom" for f in failing):
         failing.append({"metric": "kv_pressure", "value": b.preemptions, "slo": 0, "ratio": None, "branch": "C",
                         "why": "vLLM preempted requests or its KV cache was full while requests waited"})
@@ -850,21 +897,30 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None) 
     if not failing:
         nxt = ("All SLOs are met: stop optimizing here, keep monitoring, and re-run the "
                "benchmark when traffic or the model changes.")
+        if not any(getattr(s, k) is not None for k in SLO_FIELDS):
+            nxt = ("No SLO was given, so nothing can fail or pass: set one first (e.g. --slo-ttft-p95-ms 500 "
+                   "--slo-tpot-p95-ms 50, from what users need), then diagnose again.")
+            warnings.append("no SLO given: set at least one (TTFT/TPOT P95, or a throughput target)")
         if not_checked:
             nxt += " Not checked: " + ", ".join(f"{x['metric']} ({x['why']})" for x in not_checked) + "."
         return Diagnosis(None, None, None, [], [], ["baseline"], [], [], [], [], [], [],
                          _conflicts(pitfalls, on, set(), facts, thresholds, techs), [], [],
-                         nxt, sorted(on_list), [], not_checked, [], signals, mem_out)
+                         nxt, sorted(on_list), [], not_checked, [], signals, mem_out, warnings)
 
     branch_id = branches_failing[0]
     branch = next(x for x in tree["branches"] if x["id"] == branch_id)
+    if branch_id == "C":  # FP8 here saves memory: weight-only FP8 (FP8 Marlin) counts (hardware_rules.yaml)
+        facts = {**facts, "gpu_fp8": facts["gpu_fp8_weights"]}
     path = ["baseline", branch_id]
     matched, recs, actions, already, skipped, undecided = [], [], [], [], [], []
     seen = set()
     for ci, cond in enumerate(branch["conditions"]):
         ok, why = _cond_holds(cond["when"], facts, thresholds)
         if not ok:
-            if any("not given" in x for x in why):
+            decided_no = cond["when"].get("match") == "all" and any(
+                facts.get(c["fact"]) is not None and not _clause_holds(c, facts, thresholds)[0]
+                for c in cond["when"]["clauses"])
+            if any("not given" in x for x in why) and not decided_no:
                 undecided.append({"id": cond["id"], "title": cond["title"], "decided_by": cond["decided_by"]})
             continue
         path.append(cond["id"])
@@ -879,8 +935,14 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None) 
             t_ok, t_why = _cond_holds(t.get("when"), facts, thresholds)
             if not t_ok:
                 unknown = any("not given" in x for x in t_why)
+                unless = t.get("unless", "condition not met")
+                hw_rule = _hardware_rule_for(t.get("when"), branch_id)
+                if hw_rule and not unknown:
+                    from inferopt.planning import hardware
+
+                    unless = f"{hardware.rule(hw_rule)['text']} ({hardware.cite(hw_rule)})"
                 skipped.append({"id": tid, "condition": cond["id"],
-                                "reason": t.get("unless", "condition not met") + (" (the needed trait was not given)" if unknown else "")})
+                                "reason": unless + (" (the needed trait was not given)" if unknown else "")})
                 continue
             if tid in on:
                 already.append({"id": tid, "condition": cond["id"],
@@ -904,15 +966,36 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None) 
                              if c["id"] == a["id"] and c["flags"] == item["flags_add"]), None)
                 if gain is not None and gain < 1.25:  # a free change that frees little comes after the techniques
                     item["rank"] = 3
+                    item["frees_little"] = True
                     item["sized_because"] += f" (frees little: concurrency x{gain:.2f})"
                 if add is None:
                     item["text"] += f" (not sized: {because})"
             actions.append(item)
 
-    # the §4 order, corrected: rank (tree), then cost, then tree order: the one change to try first
-    recs.sort(key=lambda r: (r["rank"], knowledge.COST_ORDER[techs[r["id"]].cost_level], r["_order"]))
+    from inferopt.diagnosis import config_fixes, cost, start_failure
+
+    actions += config_fixes.extra_actions(branch_id, facts, w, dep, b, on, failing, thresholds, path)
+    if branch_id == "C" and mem is not None and not mem["will_start"]:
+        per_node = int(w.gpus_per_node or w.num_gpus)
+        actions[:0] = start_failure.remedies(mem, w, min(int(w.num_gpus), per_node))
+    if any(a["id"] == "idle_gpus_tp" for a in actions) and any(r["id"] == "tensor_parallel" for r in recs):
+        actions[:] = [a for a in actions if a["id"] != "idle_gpus_tp"]
+    seen_flags, unique = set(), []
+    for a in actions:  # one change offered once (a start remedy and a free fix may both say TP 1 -> 2)
+        key = tuple(a["flags_add"])
+        if key and key in seen_flags:
+            continue
+        seen_flags.add(key)
+        unique.append(a)
+    actions[:] = unique
+    skipped += cost.annotate(recs, actions, mem)
+    # the order to try: vLLM's start remedies, then free before accuracy before hardware; then rank
+    # (tree), then cost level, then tree order
+    recs.sort(key=lambda r: (cost.sort_key(r["cost_kind"], r["rank"], r["id"]),
+                             knowledge.COST_ORDER[techs[r["id"]].cost_level], r["_order"]))
     for r in recs:
         r.pop("_order")
+    actions.sort(key=lambda a: cost.sort_key(a["cost_kind"], a["rank"], a["id"], a.get("frees_little", False)))
     if mem is not None and mem["candidates"] and branch_id == "C":
         gains = {c["id"]: c["text"] for c in mem["candidates"]}
         for r in recs:
@@ -923,10 +1006,11 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None) 
     # every concrete change, in the order to try them: techniques and sized actions by rank (a free
     # action such as "give the KV cache the memory it needs" before an accuracy-costing technique)
     changes = [{"id": r["id"], "kind": "technique", "rank": r["rank"], "flags_add": r["flags_add"],
-                "flags_remove": r["flags_remove"]} for r in recs]
+                "flags_remove": r["flags_remove"], "cost_kind": r["cost_kind"]} for r in recs]
     changes += [{"id": a["id"], "kind": "action", "rank": a["rank"], "flags_add": a["flags_add"],
-                 "flags_remove": a["flags_remove"]} for a in actions if a["flags_add"] or a["flags_remove"]]
-    changes.sort(key=lambda c: c["rank"])
+                 "flags_remove": a["flags_remove"], "cost_kind": a["cost_kind"], "weak": a.get("frees_little", False)}
+                for a in actions if a["flags_add"] or a["flags_remove"] or cost.is_change_without_flags(a["id"])]
+    changes.sort(key=lambda c: cost.sort_key(c["cost_kind"], c["rank"], c["id"], c.get("weak", False)))
     nxt_item = None
     if changes:
         pool = recs if changes[0]["kind"] == "technique" else actions
@@ -939,16 +1023,22 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None) 
         if first["flags_remove"]:
             change = (f"remove {' '.join(first['flags_remove'])} if set"
                       + ("" if not first["flags_add"] else f", add {change}"))
-        nxt = (f"Apply one change: {first['name']} ({change}). Then run the same benchmark again and "
-               f"diagnose the new baseline before trying anything else.")
+        after = f"; after: {first['after']['text']}" if first.get("after") else ""
+        nxt = (f"Apply one change: {first['name']} ({change}{after}) [{first['cost_label']}]. Then run the same "
+               f"benchmark again and diagnose the new baseline before trying anything else.")
     elif nxt_item is None and recs:
         nxt = (f"Apply one change: {recs[0]['name']} (no flag). Then run the same benchmark again and "
                f"diagnose the new baseline before trying anything else.")
+    elif nxt_item is not None and not nxt_item["flags_add"] and not nxt_item["flags_remove"]:
+        nxt = (f"Apply one change: {nxt_item['text']}"
+               + (f" ({nxt_item['sized_because']})" if nxt_item.get("sized_because") else "")
+               + f" [{nxt_item['cost_label']}]. Then run the same benchmark again and diagnose the new baseline.")
     elif nxt_item is not None:
         change = " ".join(nxt_item["flags_add"]) or f"remove {' '.join(nxt_item['flags_remove'])}"
+        after = f"; after: {nxt_item['after']['text']}" if nxt_item.get("after") else ""
         nxt = (f"Apply one change: {change} ({nxt_item['text']}"
-               + (f"; {nxt_item['sized_because']}" if nxt_item.get("sized_because") else "")
-               + "). Then run the same benchmark again and diagnose the new baseline.")
+               + (f"; {nxt_item['sized_because']}" if nxt_item.get("sized_because") else "") + after
+               + f") [{nxt_item['cost_label']}]. Then run the same benchmark again and diagnose the new baseline.")
     elif actions:
         nxt = f"Investigate: {actions[0]['text']}. Then measure again."
     elif undecided and not matched:
@@ -965,7 +1055,41 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None) 
         nxt += " Not checked: " + ", ".join(f"{x['metric']} ({x['why']})" for x in not_checked) + "."
     return Diagnosis(branch_id, branch["title"], worst, failing, branches_failing, path, matched,
                      [r["id"] for r in recs], recs, actions, already, skipped, conflicts,
-                     flags, flags_remove, nxt, sorted(on_list), changes, not_checked, undecided, signals, mem_out)
+                     flags, flags_remove, nxt, sorted(on_list), changes, not_checked, undecided, signals, mem_out,
+                     warnings)
+
+
+def _engine_ran(b: Baseline) -> bool:
+    """True when the metrics could only come from an engine that started (latencies, throughput,
+    vLLM's own gauges), and no OOM was reported."""
+    return not b.oom and any(getattr(b, k) is not None for k in (
+        "ttft_p95_ms", "tpot_p95_ms", "throughput_tok_s", "kv_cache_usage", "queue_len", "preemptions",
+        "prefix_cache_hit_rate", "spec_acceptance_rate"))
+
+
+def _check_one_gpu(dep: Deployment | None, w: Workload) -> None:
+    """--gpu (deployment) and --gpu-type (workload) must name the same GPU."""
+    if dep is None or not dep.gpu or dep.on_cpu or not w.gpu_type or w.gpu_type == "CPU":
+        return
+    from inferopt.planning import gpu_catalog
+
+    a = gpu_catalog.gpu_class(dep.gpu, field="deployment.gpu")
+    if a["name"] != w.gpu_type:
+        raise CourseError(f"deployment.gpu {dep.gpu!r} ({a['name']}) and workload.gpu_type {w.gpu_type!r} name two "
+                          "different GPUs; give one of them (--gpu or --gpu-type), or the same GPU in both")
+
+
+_HW_FACT_RULES = {"gpu_fp8_compute": "fp8_w8a8", "gpu_fp8_weights": "fp8_w8a16", "gpu_marlin": "int4_marlin"}
+
+
+def _hardware_rule_for(cond, branch_id: str) -> str | None:
+    """The hardware-table rule a technique's condition tests (None if it tests no GPU fact)."""
+    for c in (cond or {}).get("clauses", []):
+        if c["fact"] == "gpu_fp8":
+            return "fp8_w8a16" if branch_id == "C" else "fp8_w8a8"
+        if c["fact"] in _HW_FACT_RULES:
+            return _HW_FACT_RULES[c["fact"]]
+    return None
 
 
 def _conflicts(pitfalls, on: set, new: set, facts, thresholds, techs) -> list:
@@ -1186,16 +1310,17 @@ def _run_cli(args) -> int:
 def format_text(d: Diagnosis) -> str:
     """A short human-readable diagnosis (the CLI's default output)."""
     if d.branch is None:
-        return "\n".join([d.next_step] + [f"  conflict [{c['severity']}] {c['title']}: {c['advice']}" for c in d.conflicts])
+        return "\n".join([f"warning: {x}" for x in d.warnings] + [d.next_step]
+                         + [f"  conflict [{c['severity']}] {c['title']}: {c['advice']}" for c in d.conflicts])
     lines = [f"worst metric: {d.worst_metric}", f"branch: {d.branch_title}",
              f"path: {' -> '.join(d.path)}"]
     if len(d.order) > 1:
         lines.append(f"also failing, in order: {', '.join(d.order[1:])}")
     for r in d.recommendations:
-        lines.append(f"  try {r['id']}: {r['reason']}; flags: {' '.join(r['flags_add']) or '(none)'}"
+        lines.append(f"  try {r['id']} [{r.get('cost_label', '')}]: {r['reason']}; flags: {' '.join(r['flags_add']) or '(none)'}"
                      + (f"; remove {' '.join(r['flags_remove'])}" if r["flags_remove"] else ""))
     for a in d.actions:
-        lines.append(f"  do: {a['text']}" + (f"; flags: {' '.join(a['flags_add'])}" if a["flags_add"] else "")
+        lines.append(f"  do [{a.get('cost_label', '')}]: {a['text']}" + (f"; flags: {' '.join(a['flags_add'])}" if a["flags_add"] else "")
                      + (f"; remove {' '.join(a['flags_remove'])}" if a["flags_remove"] else "")
                      + (f" ({a['sized_because']})" if a["flags_add"] and a.get("sized_because") else ""))
     for u in d.undecided:
@@ -1215,5 +1340,7 @@ def format_text(d: Diagnosis) -> str:
         lines.append(f"  conflict [{c['severity']}] {c['title']}: {c['advice']} (avoid with: {' '.join(c['avoid_flags'])})")
     for x in d.not_checked:
         lines.append(f"  not checked: {x['metric']} ({x['why']})")
+    for x in d.warnings:
+        lines.append(f"  warning: {x}")
     lines.append(f"next: {d.next_step}")
     return "\n".join(lines)

@@ -45,7 +45,23 @@ def validate(name: str, data) -> None:
 def _load_checked(name: str):
     if name not in NAMES:
         raise CourseError(f"unknown knowledge file {name!r}; choose one of {', '.join(NAMES)}")
-    return assets.load(f"{name}.yaml")
+    data = assets.load(f"{name}.yaml")
+    if name == "techniques":
+        data = _with_capabilities(data)
+    return data
+
+
+def _with_capabilities(data: dict) -> dict:
+    """techniques.yaml with each hardware need's min_compute_capability filled in from the one
+    hardware table (assets/hardware_rules.yaml via inferopt.planning.hardware); 0.0 without a rule."""
+    import copy
+
+    from inferopt.planning import hardware
+
+    data = copy.deepcopy(data)
+    for need in data["hardware_needs"].values():
+        need["min_compute_capability"] = hardware.min_capability(need["rule"]) if need.get("rule") else 0.0
+    return data
 
 
 def load(name: str):
@@ -60,6 +76,10 @@ def reload() -> None:
     _load_checked.cache_clear()
     _check_cross_references.cache_clear()
     technique_index.cache_clear()
+    from inferopt.planning import hardware
+
+    hardware.table.cache_clear()
+    hardware.rules.cache_clear()
     assets.clear_cache()
     gpu_catalog.forget()
 

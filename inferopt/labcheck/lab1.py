@@ -48,6 +48,9 @@ def _random_case(r):
             metrics[k] = round(slos[k] * r.choice([r.uniform(0.2, 0.95), r.uniform(1.05, 6.0)]), 1)
             if r.random() < 0.08:
                 metrics[k] = slos[k]  # exactly at the SLO: meets it (fails only when above)
+    for m in ("ttft", "tpot"):  # a P99 is never below its P95 (the engine refuses such input)
+        if f"{m}_p99_ms" in metrics and metrics[f"{m}_p99_ms"] < metrics[f"{m}_p95_ms"]:
+            metrics[f"{m}_p99_ms"] = metrics[f"{m}_p95_ms"]
     if r.random() < 0.35:
         slos["throughput_tok_s"] = r.choice([500, 1000, 3000])
         metrics["throughput_tok_s"] = round(slos["throughput_tok_s"] * r.choice([r.uniform(0.1, 0.9), r.uniform(1.1, 3)]), 1)

@@ -63,6 +63,10 @@ def _engine_deployment(plan, ns: str, track: str, replicas: int, image: str) -> 
     # the planner's `vllm serve MODEL --flags ...`, served on all pod addresses
     serve = plan.command.serve_argv
     model, flags = serve[2], list(serve[3:])
+    if "--pipeline-parallel-size" in flags:
+        raise CourseError("plan --k8s: this plan spans nodes (--pipeline-parallel-size); one Deployment pod cannot "
+                          "hold it: run it with a LeaderWorkerSet and Ray (vLLM's multi-node guide), or choose a "
+                          "plan that fits one node")
     if "--port" in flags:
         i = flags.index("--port")
         del flags[i:i + 2]

@@ -45,7 +45,7 @@ SCENARIO_SCHEMA = {
                          "gpu", "gpus", "availability"],
             "properties": {"model": {"type": "string"}, "qps": _pos, "input_tokens": _posint,
                            "output_tokens": _posint, "ttft_p95_ms": _pos, "tpot_p95_ms": _pos,
-                           "gpu": {"type": "string"}, "gpus": _posint,
+                           "gpu": {"type": "string"}, "gpus": _posint, "gpus_per_node": _posint,
                            "availability": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}},
         },
         "plan": {
@@ -53,6 +53,7 @@ SCENARIO_SCHEMA = {
             "required": ["checkpoint", "tensor_parallel_size", "weight_format", "kv_cache_dtype",
                          "max_num_seqs", "gpu_memory_utilization"],
             "properties": {"checkpoint": {"type": "string"}, "tensor_parallel_size": _posint,
+                           "pipeline_parallel_size": _posint,
                            "weight_format": {"type": "string"}, "kv_cache_dtype": {"type": "string"},
                            "prefix_caching": {"type": "boolean"}, "chunked_prefill": {"type": "boolean"},
                            "speculative": {"type": "boolean"}, "max_num_batched_tokens": _posint,
@@ -180,7 +181,8 @@ def launch_command(model: str, *, tensor_parallel_size: int = 1, kv_cache_dtype:
                    prefix_caching: bool = True, chunked_prefill: bool = True,
                    max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
                    gpu_memory_utilization: float | None = None, max_model_len: int | None = None,
-                   port: int = 8000, extra: list[str] | None = None) -> LaunchCommand:
+                   port: int = 8000, extra: list[str] | None = None,
+                   pipeline_parallel_size: int = 1) -> LaunchCommand:
     """Build the vLLM 0.32 launch command for a plan.
 
     Prefix caching and chunked prefill are on by default in vLLM 0.32; we still write
@@ -190,6 +192,8 @@ def launch_command(model: str, *, tensor_parallel_size: int = 1, kv_cache_dtype:
     flags: list[str] = []
     if tensor_parallel_size != 1:
         flags += ["--tensor-parallel-size", str(tensor_parallel_size)]
+    if pipeline_parallel_size != 1:
+        flags += ["--pipeline-parallel-size", str(pipeline_parallel_size)]
     if kv_cache_dtype != "auto":
         flags += ["--kv-cache-dtype", kv_cache_dtype]
     flags.append("--enable-prefix-caching" if prefix_caching else "--no-enable-prefix-caching")
@@ -259,10 +263,20 @@ def make_plan(scenario="llama3-70b-chat") -> DeploymentPlan:
     """Turn a requirements file (name, path or loaded dict) into a checked deployment plan."""
     sc = scenario if isinstance(scenario, dict) else load_scenario(scenario)
     req, pl = sc["requirements"], sc["plan"]
-    if pl["tensor_parallel_size"] > req["gpus"]:
-        raise CourseError(f"TP={pl['tensor_parallel_size']} needs more GPUs than the {req['gpus']} in the budget; "
-                          f"lower tensor_parallel_size or raise the GPU budget.")
-    common = dict(tp=pl["tensor_parallel_size"], weight_format=pl["weight_format"],
+    pp = pl.get("pipeline_parallel_size", 1)
+    per_node = req.get("gpus_per_node", req["gpus"])
+    if pl["tensor_parallel_size"] * pp > req["gpus"]:
+        raise CourseError(f"TP={pl['tensor_parallel_size']} x PP={pp} needs more GPUs than the {req['gpus']} in the "
+                          f"budget; lower tensor_parallel_size / pipeline_parallel_size or raise the GPU budget.")
+    if pl["tensor_parallel_size"] > per_node:
+        from inferopt.planning import topology
+
+        t = topology.layout(pl["tensor_parallel_size"] * pp, per_node)
+        raise CourseError(f"TP={pl['tensor_parallel_size']} spans nodes of {per_node} GPUs: tensor parallelism's "
+                          f"all-reduce needs NVLink inside one node; use {t.describe()} "
+                          f"(tensor_parallel_size: {t.tp}, pipeline_parallel_size: {t.pp})")
+    # memory per GPU with PP: the calculator splits the weights over TP x PP GPUs (layers over PP)
+    common = dict(tp=pl["tensor_parallel_size"] * pp, weight_format=pl["weight_format"],
                   kv_dtype=pl["kv_cache_dtype"], gpu_memory_utilization=pl["gpu_memory_utilization"],
                   runtime_buffer_gib=pl.get("runtime_buffer_gib", 5.0),
                   input_tokens=req["input_tokens"], output_tokens=req["output_tokens"])
@@ -305,7 +319,7 @@ def make_plan(scenario="llama3-70b-chat") -> DeploymentPlan:
         seed_check.append({"quantity": q, "seed": seed_val, "computed": round(ours, 3), "unit": unit,
                            "verdict": "agrees" if ok else "differs"})
 
-    tp = pl["tensor_parallel_size"]
+    tp = pl["tensor_parallel_size"] * pp
     row("weights per GPU", seed.get("weights_gb_per_gpu"), mem.weights_gib_per_gpu * GiB / GB, "GB", 0.05)
     row("runtime buffer", seed.get("runtime_buffer_gb"), mem.runtime_buffer_gib * GiB / GB, "GB", 0.1)
     row("KV per GPU", seed.get("kv_gb_per_gpu"), mem.kv_budget_gib_per_gpu * GiB / GB, "GB", 0.1)
@@ -315,7 +329,11 @@ def make_plan(scenario="llama3-70b-chat") -> DeploymentPlan:
 
     ll = littles_law(req["qps"], req["ttft_p95_ms"], req["tpot_p95_ms"], req["output_tokens"],
                      pl["max_num_seqs"], kv_concurrency=mem.max_concurrency_workload)
-    cmd = launch_command(pl["checkpoint"], tensor_parallel_size=tp, kv_cache_dtype=pl["kv_cache_dtype"],
+    # every flag memory was sized on goes into the command (issue 19): without --max-model-len vLLM
+    # would start at the model's full context, which the calculator did not check
+    cmd = launch_command(pl["checkpoint"], tensor_parallel_size=pl["tensor_parallel_size"],
+                         pipeline_parallel_size=pp, kv_cache_dtype=pl["kv_cache_dtype"],
+                         max_model_len=mem.max_model_len,
                          prefix_caching=pl.get("prefix_caching", True),
                          chunked_prefill=pl.get("chunked_prefill", True),
                          max_num_batched_tokens=pl.get("max_num_batched_tokens"),
@@ -333,9 +351,11 @@ def make_plan(scenario="llama3-70b-chat") -> DeploymentPlan:
     canary = cap.canary_steps(tuple(can.get("fractions", (0.05, 0.5, 1.0))), total_qps=req["qps"],
                               ttft_p95_ms=req["ttft_p95_ms"], tpot_p95_ms=req["tpot_p95_ms"],
                               hold_minutes=tuple(can.get("hold_minutes", (30, 60, 0))))
+    par = f"TP={pl['tensor_parallel_size']}" + (f" x PP={pp}" if pp > 1 else "")
     decisions = [
-        ("parallelism", f"TP={tp}",
-         "one node with NVLink; TP splits every layer, so each GPU holds 1/TP of the weights"),
+        ("parallelism", par,
+         "TP inside one node with NVLink (it splits every layer, so each GPU holds 1/TP of the weights)"
+         + (f"; PP={pp} splits the layers across {pp} nodes" if pp > 1 else "")),
         ("weights", pl["weight_format"], "halves weight memory vs BF16 and uses FP8 tensor cores on H100"),
         ("KV cache", pl["kv_cache_dtype"], "halves KV bytes per token: twice the tokens in the same memory"),
         ("prefix caching", "on" if pl.get("prefix_caching", True) else "off", "chat turns share the system prompt"),
@@ -358,11 +378,21 @@ def add_subcommand(subparsers) -> None:
     p.add_argument("--k8s", metavar="DIR", help="also write validated Kubernetes manifests for the plan to DIR")
     p.add_argument("--canary-weight", type=float, default=5.0, help="with --k8s: percent of traffic to the canary")
     p.add_argument("--instances", type=int, help="with --k8s: override the plan's instance count (at least N+1)")
+    p.add_argument("--gpus-per-node", type=int, help="GPUs in one node (TP stays inside a node; PP spans nodes); "
+                   "overrides the scenario's requirements.gpus_per_node")
     p.set_defaults(func=_cli)
 
 
 def _cli(args: argparse.Namespace) -> int:
-    plan = make_plan(args.scenario)
+    scenario = args.scenario
+    if getattr(args, "gpus_per_node", None) is not None:
+        if args.gpus_per_node < 1:
+            raise CourseError(f"--gpus-per-node {args.gpus_per_node}: give at least 1")
+        import copy
+
+        scenario = copy.deepcopy(load_scenario(scenario))
+        scenario["requirements"]["gpus_per_node"] = args.gpus_per_node
+    plan = make_plan(scenario)
     if getattr(args, "k8s", None):
         from inferopt.planning.k8s import write_manifests
 

@@ -1,0 +1,128 @@
+"""The hardware table: which GPU generation runs which vLLM 0.32 kernel, and vLLM's default token
+budget per GPU, read from ``assets/hardware_rules.yaml`` (every rule cites the vLLM file and
+function its number comes from).
+
+This is the one place a compute-capability threshold lives: the technique map (its
+``hardware_needs`` name a rule here), the decision engine, the pitfalls and the memory candidates
+ask these functions; ``tests/test_hardware_rules.py`` fails on a stray copy elsewhere.
+
+    from inferopt.planning import hardware
+    hardware.min_capability("fp8_w8a16")     # Fp8Config.get_min_capability(), as major.minor
+    hardware.supports("T4", "int4_marlin")   # True (marlin_utils.query_marlin_supported_quant_types)
+    hardware.fp8_mode("A100")                # "w8a16": FP8 weights run weight-only (FP8 Marlin)
+    hardware.batch_defaults("A100")          # (2048, 256): get_batch_defaults for the server
+"""
+from __future__ import annotations
+
+from functools import cache
+
+from inferopt import assets
+from inferopt.errors import CourseError
+from inferopt.planning import gpu_catalog
+
+
+@cache
+def table() -> dict:
+    """The parsed, schema-checked hardware table."""
+    return assets.load("hardware_rules.yaml")
+
+
+@cache
+def rules() -> dict:
+    """{rule id: rule} over the quantization and KV-cache sections."""
+    t = table()
+    out = {**t["quantization"], **t["kv_cache"]}
+    if len(out) != len(t["quantization"]) + len(t["kv_cache"]):
+        raise CourseError("assets/hardware_rules.yaml: a rule id appears in both quantization and kv_cache")
+    return out
+
+
+def rule(rule_id: str) -> dict:
+    r = rules().get(rule_id)
+    if r is None:
+        raise CourseError(f"hardware rule {rule_id!r} is not in assets/hardware_rules.yaml; "
+                          f"known: {', '.join(rules())}")
+    return r
+
+
+def min_capability(rule_id: str) -> float:
+    """The lowest CUDA compute capability (major.minor) on which vLLM 0.32 runs this kernel."""
+    return float(rule(rule_id)["min_capability"])
+
+
+def cite(rule_id: str) -> str:
+    """'vllm/<file>: <function>' for each source of a rule, joined by '; '."""
+    return "; ".join(f"vllm/{s['file']}: {s['function']}" for s in rule(rule_id)["source"])
+
+
+def capability(gpu) -> float | None:
+    """The compute capability of a GPU name/alias (None for None; 0.0 for CPU), or a number as it is."""
+    if gpu is None:
+        return None
+    if isinstance(gpu, (int, float)) and not isinstance(gpu, bool):
+        return float(gpu)
+    g = gpu_catalog.gpu_class(str(gpu), field="gpu")
+    return None if g is None else float(g["compute_capability"])
+
+
+def supports(gpu, rule_id: str) -> bool | None:
+    """Whether vLLM 0.32 runs ``rule_id`` on ``gpu`` (name, alias or compute capability); None if unknown.
+    The CPU build runs none of the CUDA kernels (its FP8 KV cache depends on the CPU: see decision.py)."""
+    cc = capability(gpu)
+    if cc is None:
+        return None
+    if cc == 0.0:
+        return False
+    return cc >= min_capability(rule_id)
+
+
+def fp8_mode(gpu) -> str | None:
+    """How vLLM runs ``--quantization fp8`` here: "w8a8" (FP8 tensor cores), "w8a16" (weight-only
+    through FP8 Marlin: memory saved, GEMMs in 16-bit), or None (not at all / unknown GPU)."""
+    if supports(gpu, "fp8_w8a8"):
+        return "w8a8"
+    if supports(gpu, "fp8_w8a16"):
+        return "w8a16"
+    return None
+
+
+def batch_defaults(gpu=None, memory_gib: float | None = None, *, on_cpu: bool = False) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) vLLM 0.32's OpenAI server uses without the flags
+    (engine/arg_utils.py ``EngineArgs.get_batch_defaults``). ``gpu``: a catalog name/alias, for its
+    memory and name (the A100 exception); ``memory_gib`` overrides the catalog's figure."""
+    rows = table()["token_budget_defaults"]["rows"]
+    name = ""
+    if gpu is not None and str(gpu).upper() != "CPU":
+        gid = gpu_catalog.resolve(str(gpu), "gpu")
+        name = gid.lower()
+        if memory_gib is None:
+            memory_gib = gpu_catalog.memory_gib(gid)
+    elif gpu is not None:
+        on_cpu = True
+    for r in rows:
+        if r["when"] == "cpu":
+            if on_cpu:
+                return r["max_num_batched_tokens"], r["max_num_seqs"]
+            continue
+        if memory_gib is None:
+            continue
+        if memory_gib >= r.get("min_memory_gib", 0) and not (r.get("not_name") and r["not_name"] in name):
+            return r["max_num_batched_tokens"], r["max_num_seqs"]
+    last = rows[-1]
+    return last["max_num_batched_tokens"], last["max_num_seqs"]
+
+
+def gpu_rows() -> list[dict]:
+    """One row per GPU of the catalog: which of the table's kernels vLLM 0.32 runs on it, and the
+    server's default token budget there (what chapter 01 and the technique-map widget show)."""
+    out = []
+    for gid in gpu_catalog.ids():
+        g = gpu_catalog.catalog()[gid]
+        cc = float(g["compute_capability"])
+        row = {"gpu": gpu_catalog.class_name(gid), "arch": g["arch"], "compute_capability": cc,
+               "fp8": fp8_mode(cc) or "no"}
+        for rid in rules():
+            row[rid] = cc >= min_capability(rid)
+        row["max_num_batched_tokens"], row["max_num_seqs"] = batch_defaults(gid)
+        out.append(row)
+    return out
