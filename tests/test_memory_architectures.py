@@ -142,3 +142,15 @@ def test_cli_refuses_unmodelled_config_in_one_line(tmp_path):
                        capture_output=True, text=True, cwd=REPO_ROOT)
     assert p.returncode == 2 and "nemotron_h" in p.stderr and "Traceback" not in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_qwen3_moe_counts():
+    """Qwen/Qwen3-30B-A3B's config.json shapes; its model card: 30.5B parameters, 3.3B activated."""
+    cfg = {"model_type": "qwen3_moe", "num_hidden_layers": 48, "hidden_size": 2048, "num_attention_heads": 32,
+           "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 6144, "moe_intermediate_size": 768,
+           "num_experts": 128, "num_experts_per_tok": 8, "decoder_sparse_step": 1, "mlp_only_layers": [],
+           "vocab_size": 151936, "tie_word_embeddings": False, "max_position_embeddings": 40960,
+           "sliding_window": None, "use_sliding_window": False}
+    p = ms.spec_from_config(cfg, name="qwen3-30b-a3b").params()
+    assert abs(p.total / 30.5e9 - 1) < 0.01 and abs(p.active / 3.3e9 - 1) < 0.02
+    assert m.kv_bytes_per_token(ms.spec_from_config(cfg), 2)[0] == 2 * 48 * 4 * 128 * 2
