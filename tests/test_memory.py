@@ -168,7 +168,19 @@ def test_widget_updates_and_shows_errors():
     assert w.result.kv_cache_tokens == m.calculate(
         "llama-3-70b", "H100-SXM-80GB", tp=8, weight_format="fp8", kv_dtype="fp8", gpu_memory_utilization=0.9,
         max_model_len=8192, input_tokens=800, output_tokens=150).kv_cache_tokens
-    assert repr(w).startswith("MemoryWidget(model=llama-3-70b") and "372.62x" in repr(w)
+    assert repr(w).startswith("MemoryWidget(model=llama-3-70b")
+    assert f"{w.result.max_concurrency:.2f}x" in repr(w) and w.result.runtime["mode"] == "model"
+    # the original chapter's flat 5 GB is shown beside the runtime model, with its own figures
+    flat = m.calculate("llama-3-70b", "H100-SXM-80GB", tp=8, weight_format="fp8", kv_dtype="fp8",
+                       gpu_memory_utilization=0.9, max_model_len=8192, runtime="original-5gb")
+    assert flat.max_concurrency == pytest.approx(372.62, abs=0.01)          # the figure chapter 05 printed
+    assert "flat 5 GB" in w.runtime_w.value and f"{flat.kv_cache_tokens:,} tokens" in w.runtime_w.value
+    assert "activation peak" in w.runtime_w.value and "CUDA-graph" in w.runtime_w.value
+    w.set(runtime="original-5gb")
+    assert w.result.kv_cache_tokens == flat.kv_cache_tokens and "runtime model (estimated)" in w.runtime_w.value
+    w.set(runtime="model", max_num_batched_tokens=-1)
+    assert w.result is None and "token budget" in w.error_text
+    w.set(max_num_batched_tokens=0)
     w.controls["tp"].value = 3                      # a slider/dropdown move recomputes at once
     assert w.result is None and "does not divide" in w.error_w.value and "Traceback" not in w.error_w.value
     assert repr(w).startswith("MemoryWidget(error=")

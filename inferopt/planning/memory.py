@@ -19,20 +19,33 @@ sets it when the user does not). The KV budget per GPU is
 ``gpu_memory_utilization x GPU memory - weights - runtime buffer``, or an explicit
 ``kv_cache_memory_bytes`` (vLLM's ``--kv-cache-memory-bytes``, which the CPU engine uses).
 
-The runtime buffer (``runtime_buffer_gib``) stands for everything vLLM holds besides weights and
-KV: peak activations of the largest batch (``--max-num-batched-tokens``), CUDA graphs, the
-CUDA/NCCL context and allocator slack. vLLM measures it at start-up (a profiling forward pass);
-the calculator takes it as a parameter. Default 5 GiB: the seed's "temporary buffer ≈ 5 GB",
-rounded up to GiB. On a real GPU replace it with what your engine's start-up log reports.
+Runtime memory (what vLLM holds besides weights and KV) on a GPU follows vLLM 0.32's own
+accounting by default (``runtime="model"``, :mod:`inferopt.planning.runtime_memory`): the total as
+``cudaMemGetInfo`` reports it, ``ceil(total x utilization)`` requested, minus the estimated
+activation peak of the token budget (``--max-num-batched-tokens``, vLLM's default per GPU), the
+logits of the dummy sampler run, non-torch memory and the CUDA-graph estimate (from vLLM 0.21 on;
+``vllm_version`` selects older accounting so public logs can be checked). The original chapter's
+flat "temporary buffer ≈ 5 GB" stays available as its stated assumption: ``runtime="original-5gb"``
+(5 GiB on the nvidia-smi total), or any flat ``runtime_buffer_gib``.
+
+Architectures: MLA models cache one latent per token and layer (``kv_lora_rank +
+qk_rope_head_dim``, vLLM's ``MLAAttentionSpec`` in ``vllm/v1/kv_cache_interface.py``: one KV head,
+``head_size_v = 0``, replicated on every TP rank); MoE counts routed + shared experts; a quantized
+checkpoint's ``quantization_config`` decides which linear layers stay 16 bit. Sliding-window
+attention is refused (vLLM sizes it with ``SlidingWindowSpec`` and the hybrid KV cache manager,
+which this calculator does not model).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import re
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 
 from inferopt.errors import CourseError
 from inferopt.planning import gpu_catalog as _catalog
+from inferopt.planning import runtime_memory as _rt
 from inferopt.planning.model_specs import ModelSpec, load_spec
 
 GiB = 1 << 30
@@ -54,10 +67,13 @@ WEIGHT_FORMATS = {
     "fp8": "FP8 W8A8 (e.g. neuralmagic ...-FP8): linear layers 1 byte, embeddings/LM head/norms BF16",
     "int8": "INT8 W8A8 (SmoothQuant-style): linear layers 1 byte + per-channel scales, rest BF16",
     "int4": "INT4 weight-only (GPTQ/AWQ): linear layers 0.5 byte + one FP16 scale per group, rest BF16",
+    "auto": "the checkpoint's own format: its quantization_config (modules it keeps in BF16 counted in BF16), "
+            "else BF16",
 }
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92   # vLLM 0.32's --gpu-memory-utilization default
-DEFAULT_RUNTIME_BUFFER_GIB = 5.0
+DEFAULT_RUNTIME_BUFFER_GIB = 5.0        # the original chapter's flat buffer (runtime="original-5gb")
+RUNTIME_MODES = _rt.RUNTIME_MODES
 GPU_BLOCK_SIZE = 16                      # vLLM CacheConfig.DEFAULT_BLOCK_SIZE (CUDA)
 CPU_BLOCK_SIZE = 128                     # vLLM CPU backend default (vllm/platforms/cpu.py)
 
@@ -105,10 +121,12 @@ def kv_bytes_per_token(spec: ModelSpec, kv_bytes: int, tp: int = 1) -> tuple[int
 
     The whole-model figure counts each KV head once (it does not depend on TP); the per-GPU one
     uses max(1, kv_heads // TP) heads, so it stops shrinking once TP exceeds the KV heads.
+    MLA (DeepSeek-V2/V3): layers x (kv_lora_rank + qk_rope_head_dim) x bytes, one latent head, not
+    doubled for K and V, and the same on every GPU (vLLM replicates it across TP ranks).
     """
-    per_gpu_heads = max(1, spec.num_kv_heads // tp)
-    whole = 2 * spec.num_layers * spec.num_kv_heads * spec.head_dim * kv_bytes
-    per_gpu = 2 * spec.num_layers * per_gpu_heads * spec.head_dim * kv_bytes
+    whole_heads = 1 if spec.is_mla else spec.num_kv_heads
+    whole = spec.num_layers * whole_heads * spec.kv_entry_width() * kv_bytes
+    per_gpu = spec.num_layers * spec.kv_heads_per_gpu(tp) * spec.kv_entry_width() * kv_bytes
     return whole, per_gpu
 
 
@@ -118,25 +136,64 @@ def kv_bytes_per_request(model, tokens: int, kv_dtype: str = "auto", dtype: str 
     return kv_bytes_per_token(spec, kv_dtype_bytes(kv_dtype, dtype))[0] * tokens
 
 
-def weight_bytes(spec: ModelSpec, weight_format: str, int4_group_size: int = 128) -> dict:
-    """Bytes of all weights (whole model) in a format: {'linear', 'other', 'total', 'bytes_per_linear_weight'}."""
+def _linear_bytes_per_weight(weight_format: str, int4_group_size: int) -> float:
+    if weight_format == "fp32":
+        return 4.0
+    if weight_format in ("bf16", "fp16"):
+        return 2.0
+    if weight_format in ("fp8", "int8"):
+        return 1.0
+    if int4_group_size <= 0:
+        raise CourseError("int4_group_size must be a positive number of weights per scale (e.g. 128).")
+    return 0.5 + 2.0 / int4_group_size
+
+
+def resolve_weight_format(spec: ModelSpec, weight_format: str) -> str:
+    """'auto' -> the checkpoint's format (its quantization_config, else bf16); others unchanged."""
     if weight_format not in WEIGHT_FORMATS:
         raise CourseError(f"unknown weight format {weight_format!r}: use one of {', '.join(WEIGHT_FORMATS)}.")
+    if weight_format != "auto":
+        return weight_format
+    return spec.quant_weight_format or "bf16"
+
+
+def _ignored(name: str, patterns: tuple) -> bool:
+    for p in patterns:
+        if p.startswith("re:"):
+            if re.search(p[3:], name):
+                return True
+        elif name == p or name.startswith(p + ".") or name.endswith("." + p) or name.endswith(p):
+            return True
+    return False
+
+
+@lru_cache(maxsize=512)
+def _weight_bytes_cached(spec: ModelSpec, weight_format: str, int4_group_size: int) -> tuple:
     p = spec.params()
     other_b = 4 if weight_format == "fp32" else 2
-    if weight_format == "fp32":
-        per = 4.0
-    elif weight_format in ("bf16", "fp16"):
-        per = 2.0
-    elif weight_format in ("fp8", "int8"):
-        per = 1.0
-    else:
-        if int4_group_size <= 0:
-            raise CourseError("int4_group_size must be a positive number of weights per scale (e.g. 128).")
-        per = 0.5 + 2.0 / int4_group_size
-    linear = p.linear * per
+    per = _linear_bytes_per_weight(weight_format, int4_group_size)
+    quantized = weight_format in ("fp8", "int8", "int4")
+    kept = 0
+    if quantized and spec.quant_ignore:
+        kept = sum(n for name, n in spec.linear_modules() if _ignored(name, spec.quant_ignore))
+    linear = (p.linear - kept) * per + kept * 2.0
     other = p.other * other_b
-    return {"linear": linear, "other": other, "total": linear + other, "bytes_per_linear_weight": per}
+    return linear, other, per, kept
+
+
+def weight_bytes(spec: ModelSpec, weight_format: str, int4_group_size: int = 128) -> dict:
+    """Bytes of all weights (whole model) in a format: {'linear', 'other', 'total', 'bytes_per_linear_weight',
+    'linear_kept_16bit'}.
+
+    For a quantized format, the linear layers the checkpoint's ``quantization_config`` lists as not
+    converted (``modules_to_not_convert`` / ``ignore`` / ``ignored_layers``) are counted in BF16 (e.g.
+    Meta's Llama-3.1-405B-Instruct-FP8 keeps every self-attention projection and the first and last
+    layers' MLP in BF16). ``weight_format='auto'`` takes the checkpoint's own format.
+    """
+    fmt = resolve_weight_format(spec, weight_format)
+    linear, other, per, kept = _weight_bytes_cached(spec, fmt, int4_group_size)
+    return {"linear": linear, "other": other, "total": linear + other, "bytes_per_linear_weight": per,
+            "linear_kept_16bit": kept, "format": fmt}
 
 
 def check_tp(spec: ModelSpec, tp: int) -> None:
@@ -154,7 +211,7 @@ def check_tp(spec: ModelSpec, tp: int) -> None:
 
 
 def _tp_ok(spec: ModelSpec, tp: int) -> bool:
-    kv = spec.num_kv_heads
+    kv = 1 if spec.is_mla else spec.num_kv_heads
     inter = spec.moe_intermediate_size if spec.is_moe else spec.intermediate_size
     return (spec.num_attention_heads % tp == 0 and (kv % tp == 0 if kv >= tp else tp % kv == 0)
             and (inter % tp == 0 if inter else True))
@@ -198,6 +255,9 @@ class MemoryResult:
     kv_gb_per_request_max_len: float   # whole model, decimal GB
     kv_gib_per_request_max_len: float
     warnings: list[str] = field(default_factory=list)
+    runtime: dict | None = None        # RuntimeMemory.as_dict(): mode, version, parts (GiB), token budget
+    gpu_total_source: str | None = None  # where gpu_memory_gib comes from (cudaMemGetInfo log, estimate, nvidia-smi)
+    kv_latent: bool = False            # MLA: one latent per token and layer instead of K and V heads
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -215,21 +275,31 @@ class MemoryResult:
             ("weights per GPU", f"{self.weights_gib_per_gpu:.2f} GiB", f"/ TP={self.tp} (norms replicated)"),
         ]
         if self.usable_gib_per_gpu is not None:
-            t += [
-                ("usable per GPU", f"{self.usable_gib_per_gpu:.2f} GiB",
-                 f"{self.gpu_memory_utilization} x {self.gpu_memory_gib:.2f} GiB"),
-                ("runtime buffer", f"{self.runtime_buffer_gib:.2f} GiB", "activations, CUDA graphs, context"),
-            ]
+            t.append(("usable per GPU", f"{self.usable_gib_per_gpu:.2f} GiB",
+                      f"{self.gpu_memory_utilization} x {self.gpu_memory_gib:.2f} GiB ({self.gpu_total_source})"))
+            rt = self.runtime or {}
+            if rt.get("mode") == "model":
+                t.append(("runtime memory", f"{self.runtime_buffer_gib:.2f} GiB",
+                          f"estimated, vLLM {rt['vllm_version']} accounting ({rt['accounting']}): parts below"))
+                t += [(f"  {name}", f"{gib:.2f} GiB", how) for name, gib, how in runtime_parts(rt)]
+            else:
+                t.append(("runtime buffer", f"{self.runtime_buffer_gib:.2f} GiB",
+                          "flat: the original chapter's assumption" if rt.get("mode") == "original-5gb"
+                          else "flat (given): activations, CUDA graphs, context"))
         t += [
             ("KV budget per GPU", f"{self.kv_budget_gib_per_gpu:.3f} GiB",
              "usable - weights - buffer" if self.usable_gib_per_gpu is not None
              else "explicit (--kv-cache-memory-bytes)"),
-            ("KV heads per GPU", f"{self.kv_heads_per_gpu}", f"max(1, KV heads // TP={self.tp})"),
+            ("KV heads per GPU", f"{self.kv_heads_per_gpu}",
+             "one latent head (MLA), the same on every TP rank" if self.kv_latent
+             else f"max(1, KV heads // TP={self.tp})"),
             ("KV per token, whole model", f"{self.kv_bytes_per_token:,} B",
-             f"2 x layers x KV heads x head_dim x {self.kv_dtype_bytes} B"),
+             f"layers x (kv_lora_rank + rope dim) x {self.kv_dtype_bytes} B (MLA latent)" if self.kv_latent
+             else f"2 x layers x KV heads x head_dim x {self.kv_dtype_bytes} B"),
             ("KV per token per GPU", f"{self.kv_bytes_per_token_per_gpu:,} B", "same with KV heads per GPU"),
             ("page (1 block, 1 layer)", f"{self.page_bytes_per_layer:,} B",
-             f"2 x {self.block_size} x {self.kv_heads_per_gpu} x head_dim x {self.kv_dtype_bytes} B"),
+             f"{self.block_size} x 1 latent x (kv_lora_rank + rope dim) x {self.kv_dtype_bytes} B" if self.kv_latent
+             else f"2 x {self.block_size} x {self.kv_heads_per_gpu} x head_dim x {self.kv_dtype_bytes} B"),
             ("bytes per block", f"{self.bytes_per_block:,} B", "page x layers"),
             ("blocks", f"{self.num_blocks:,}", "KV budget // bytes per block"),
             ("blocks per request", f"{self.blocks_per_request}",
@@ -243,13 +313,91 @@ class MemoryResult:
         return t
 
 
+def runtime_parts(rt: dict) -> list[tuple[str, float, str]]:
+    """(name, GiB, how) of a MemoryResult's ``runtime`` dict (see :class:`runtime_memory.RuntimeMemory`)."""
+    return _rt.RuntimeMemory(**rt).parts()
+
+
+def gpu_total(gpu: str, runtime: str = "model") -> tuple[float, str]:
+    """(GiB, where it comes from) of the GPU total the calculator budgets from.
+
+    'model': what ``cudaMemGetInfo`` reports, as vLLM uses it (``cuda_total_gib`` in assets/gpus.yaml,
+    read from a cited log or measurement; else nvidia-smi's total minus an estimated driver reserve).
+    Flat buffers (the original chapter's assumption): nvidia-smi's total, as before.
+    """
+    g = _gpu(gpu)
+    if runtime != "model":
+        return g["memory_mib_reported"] / 1024, "nvidia-smi total"
+    if g.get("cuda_total_gib"):
+        return float(g["cuda_total_gib"]), "cudaMemGetInfo total, from a cited log"
+    est = g["memory_mib_reported"] / 1024 - _rt.DRIVER_RESERVE_GIB
+    return est, f"estimated cudaMemGetInfo total: nvidia-smi - {_rt.DRIVER_RESERVE_GIB} GiB"
+
+
+def _weights_per_gpu(spec: ModelSpec, wb: dict, tp: int) -> float:
+    """Bytes of weights on one GPU: everything split TP ways except the norms, which are replicated."""
+    norms_b = spec.params().norms * (4 if wb["format"] == "fp32" else 2)
+    return (wb["total"] - norms_b) / tp + norms_b
+
+
+@dataclass
+class GpuBudget:
+    """One GPU's memory budget before the KV cache is cut into blocks (GiB)."""
+
+    weights_gib_per_gpu: float
+    total_gib: float
+    total_source: str
+    requested_gib: float               # vLLM's ceil(total x utilization) (flat buffers: total x utilization)
+    runtime: _rt.RuntimeMemory
+    kv_budget_gib: float               # requested - weights - runtime; may be negative (weights do not fit)
+
+
+def gpu_budget(model, gpu: str, *, tp: int = 1, weight_format: str = "bf16", dtype: str = "bfloat16",
+               gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+               runtime_buffer_gib: float | None = None, max_model_len: int | None = None,
+               int4_group_size: int = 128, runtime: str = "model", vllm_version: str | None = None,
+               max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
+               cuda_total_gib: float | None = None, usage: str = "server", enforce_eager: bool = False) -> GpuBudget:
+    """The KV budget of one GPU as vLLM computes it at start-up (before blocks and the one-request check).
+
+    Same arguments as :func:`calculate`. Used by it, and by :func:`startup_log_rows` to set each
+    public start-up log beside the model even when that engine refused to start.
+    """
+    spec = model if isinstance(model, ModelSpec) else load_spec(model)
+    g = _gpu(gpu)
+    if not (0 < gpu_memory_utilization <= 1):
+        raise CourseError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization!r} "
+                          f"(vLLM's default is {DEFAULT_GPU_MEMORY_UTILIZATION}).")
+    if runtime not in RUNTIME_MODES:
+        raise CourseError(f"runtime must be one of {', '.join(RUNTIME_MODES)}, got {runtime!r}.")
+    wb = weight_bytes(spec, weight_format, int4_group_size)
+    w_gpu = _weights_per_gpu(spec, wb, tp) / GiB
+    flat = runtime_buffer_gib is not None or runtime == "original-5gb"
+    total, src = gpu_total(gpu, "flat" if flat else "model")
+    if cuda_total_gib is not None and not flat:
+        if not (isinstance(cuda_total_gib, (int, float)) and cuda_total_gib > 0):
+            raise CourseError(f"cuda_total_gib must be a positive number of GiB, got {cuda_total_gib!r}.")
+        total, src = float(cuda_total_gib), "cudaMemGetInfo total, given"
+    rt = _rt.runtime_memory(
+        spec, tp=tp, dtype_bytes=dtype_bytes(dtype), mode=runtime, flat_gib=runtime_buffer_gib,
+        vllm_version=vllm_version, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
+        device_total_gib=g["memory_mib_reported"] / 1024, gpu_name=g["name"],
+        max_model_len=max_model_len or spec.max_position_embeddings or 2048, usage=usage, enforce_eager=enforce_eager)
+    requested = gpu_memory_utilization * total if flat else _rt.requested_gib(total, gpu_memory_utilization)
+    return GpuBudget(w_gpu, total, src, requested, rt, requested - w_gpu - rt.total_gib)
+
+
 def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int = 1,
               weight_format: str = "bf16", kv_dtype: str = "auto", dtype: str = "bfloat16",
               gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
-              runtime_buffer_gib: float = DEFAULT_RUNTIME_BUFFER_GIB,
+              runtime_buffer_gib: float | None = None,
               max_model_len: int | None = None, input_tokens: int | None = None,
               output_tokens: int | None = None, block_size: int | None = None,
-              kv_cache_memory_bytes: int | None = None, int4_group_size: int = 128) -> MemoryResult:
+              kv_cache_memory_bytes: int | None = None, int4_group_size: int = 128,
+              runtime: str = "model", vllm_version: str | None = None,
+              max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
+              cuda_total_gib: float | None = None, usage: str = "server",
+              enforce_eager: bool = False) -> MemoryResult:
     """Answer "what fits on each GPU?" (see the module docstring for the rules and units).
 
     ``model``: a shipped name or a config.json path (or a ModelSpec). ``gpu``: an id from
@@ -257,8 +405,20 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
     the block size defaults to 128). ``max_model_len`` defaults to the model's
     max_position_embeddings, as in vLLM. ``input_tokens + output_tokens`` is the workload's real
     request length, for a second concurrency figure. Raises CourseError for impossible plans.
+
+    Runtime memory on a GPU: ``runtime='model'`` (default; vLLM 0.32's accounting with estimated
+    parts, ``vllm_version`` for older accounting, ``max_num_batched_tokens`` / ``max_num_seqs``
+    default to vLLM's per-GPU defaults, ``cuda_total_gib`` overrides the GPU total with the one
+    your log prints); ``runtime='original-5gb'`` (the original chapter's flat 5 GiB); or a flat
+    ``runtime_buffer_gib``.
     """
     spec = model if isinstance(model, ModelSpec) else load_spec(model)
+    if spec.sliding_window:
+        raise CourseError(
+            f"{spec.name} uses sliding-window attention (window {spec.sliding_window} on "
+            f"{spec.sliding_window_layers} of {spec.num_layers} layers): vLLM sizes those layers with "
+            f"SlidingWindowSpec and the hybrid KV cache manager (vllm/v1/kv_cache_interface.py), which this "
+            f"calculator does not model; read the KV size from the engine's start-up log instead.")
     check_tp(spec, tp)
     kvb = kv_dtype_bytes(kv_dtype, dtype)
     wb = weight_bytes(spec, weight_format, int4_group_size)
@@ -274,35 +434,40 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
     if spec.max_position_embeddings and max_model_len > spec.max_position_embeddings:
         warnings.append(f"max_model_len {max_model_len} exceeds the model's max_position_embeddings "
                         f"{spec.max_position_embeddings}; vLLM refuses it unless you override.")
+    if spec.quant_method and weight_format not in ("auto", spec.quant_weight_format):
+        warnings.append(f"the checkpoint is quantized ({spec.quant_method}, {spec.quant_weight_format}) but is "
+                        f"sized as {weight_format}; weight_format='auto' sizes it as stored.")
 
     p = spec.params()
-    norms_b = p.norms * (4 if weight_format == "fp32" else 2)
-    weights_per_gpu = (wb["total"] - norms_b) / tp + norms_b
+    weights_per_gpu = _weights_per_gpu(spec, wb, tp)
     gpu_mem = usable = buffer = free = None
+    rt_dict = total_src = None
     if gpu is not None:
         g = _gpu(gpu)
-        gpu_mem = g["memory_mib_reported"] / 1024
-        if not (0 < gpu_memory_utilization <= 1):
-            raise CourseError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization!r} "
-                              f"(vLLM's default is {DEFAULT_GPU_MEMORY_UTILIZATION}).")
-        if runtime_buffer_gib < 0:
-            raise CourseError(f"runtime_buffer_gib must be >= 0, got {runtime_buffer_gib!r}.")
-        usable = gpu_memory_utilization * gpu_mem
-        buffer = runtime_buffer_gib
-        if weight_format == "fp8" and not g["fp8_support"]:
+        b = gpu_budget(spec, gpu, tp=tp, weight_format=weight_format, dtype=dtype,
+                       gpu_memory_utilization=gpu_memory_utilization, runtime_buffer_gib=runtime_buffer_gib,
+                       max_model_len=max_model_len, int4_group_size=int4_group_size, runtime=runtime,
+                       vllm_version=vllm_version, max_num_batched_tokens=max_num_batched_tokens,
+                       max_num_seqs=max_num_seqs, cuda_total_gib=cuda_total_gib, usage=usage,
+                       enforce_eager=enforce_eager)
+        flat = b.runtime.mode != "model"
+        gpu_mem, total_src, usable, buffer = b.total_gib, b.total_source, b.requested_gib, b.runtime.total_gib
+        rt_dict = b.runtime.as_dict()
+        if wb["format"] == "fp8" and not g["fp8_support"]:
             warnings.append(f"{gpu} has no FP8 tensor cores: vLLM runs FP8 weights weight-only (Marlin), "
                             f"saving memory but not compute.")
         if kv_dtype.startswith("fp8") and not g["fp8_support"]:
             warnings.append(f"{gpu} has no FP8 hardware: check that your attention backend supports an "
                             f"FP8 KV cache there before relying on it.")
-        if (dtype == "bfloat16" or weight_format == "bf16") and not g["bf16_support"]:
+        if (dtype == "bfloat16" or wb["format"] == "bf16") and not g["bf16_support"]:
             warnings.append(f"{gpu} has no BF16: serve with --dtype float16.")
         if kv_cache_memory_bytes is None:
-            budget_gib = usable - weights_per_gpu / GiB - buffer
+            budget_gib = b.kv_budget_gib
             if budget_gib <= 0:
+                what = "runtime buffer" if flat else "estimated runtime memory"
                 raise CourseError(
-                    f"{spec.name} does not fit: weights {weights_per_gpu / GiB:.2f} GiB per GPU + runtime "
-                    f"buffer {buffer:.2f} GiB exceed the usable {usable:.2f} GiB "
+                    f"{spec.name} does not fit: weights {weights_per_gpu / GiB:.2f} GiB per GPU + {what} "
+                    f"{buffer:.2f} GiB exceed the usable {usable:.2f} GiB "
                     f"({gpu_memory_utilization} x {gpu_mem:.2f} GiB) of one {gpu}. Raise TP (now {tp}), "
                     f"choose a smaller weight format (fp8, int4), or a GPU with more memory.")
             kv_budget = int(budget_gib * GiB)
@@ -316,9 +481,9 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
     if kv_budget <= 0:
         raise CourseError(f"the KV budget must be positive, got {kv_budget} bytes.")
 
-    heads_gpu = max(1, spec.num_kv_heads // tp)
+    heads_gpu = spec.kv_heads_per_gpu(tp)
     kv_tok, kv_tok_gpu = kv_bytes_per_token(spec, kvb, tp)
-    page = 2 * block_size * heads_gpu * spec.head_dim * kvb
+    page = block_size * heads_gpu * spec.kv_entry_width() * kvb
     per_block = page * spec.num_layers
     num_blocks = kv_budget // per_block
     bpr = -(-max_model_len // block_size)
@@ -362,7 +527,7 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
         kv_cache_tokens=tokens, kv_gib_allocated_per_gpu=alloc / GiB, free_gib_per_gpu=free,
         workload_tokens=workload, blocks_per_request_workload=bpr_w, max_concurrency_workload=conc_w,
         kv_gb_per_request_max_len=per_req / GB, kv_gib_per_request_max_len=per_req / GiB,
-        warnings=warnings)
+        warnings=warnings, runtime=rt_dict, gpu_total_source=total_src, kv_latent=spec.is_mla)
 
 
 @dataclass
@@ -403,7 +568,7 @@ def start_verdict(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", **kw) 
         tp = kw.get("tp", 1)
         wf = kw.get("weight_format", "bf16")
         wb = weight_bytes(spec, wf, kw.get("int4_group_size", 128))
-        norms_b = spec.params().norms * (4 if wf == "fp32" else 2)
+        norms_b = spec.params().norms * (4 if wb["format"] == "fp32" else 2)
         w_gpu = ((wb["total"] - norms_b) / tp + norms_b) / GiB
         mml = kw.get("max_model_len") or spec.max_position_embeddings or 2048
         if "does not fit" in msg:
@@ -466,7 +631,17 @@ def add_subcommand(subparsers) -> None:
     p.add_argument("--kv-dtype", default="auto", choices=KV_DTYPES)
     p.add_argument("--dtype", default="bfloat16", help="compute dtype (what kv-dtype auto means)")
     p.add_argument("--gpu-memory-utilization", type=float, default=DEFAULT_GPU_MEMORY_UTILIZATION)
-    p.add_argument("--runtime-buffer-gib", type=float, default=DEFAULT_RUNTIME_BUFFER_GIB)
+    p.add_argument("--runtime", default="model", choices=list(RUNTIME_MODES),
+                   help="runtime memory: vLLM 0.32's accounting with estimated parts (model), or the original "
+                        "chapter's flat 5 GB (original-5gb)")
+    p.add_argument("--runtime-buffer-gib", type=float, default=None, help="a flat runtime buffer instead (GiB)")
+    p.add_argument("--vllm-version", default=None, help="vLLM version whose accounting to follow (default 0.32.0)")
+    p.add_argument("--max-num-batched-tokens", type=int, default=None, help="token budget (default: vLLM's for the GPU)")
+    p.add_argument("--max-num-seqs", type=int, default=None)
+    p.add_argument("--cuda-total-gib", type=float, default=None,
+                   help="the GPU total your start-up log prints (total_gpu_memory), GiB")
+    p.add_argument("--startup-logs", action="store_true",
+                   help="print the public start-up logs beside the runtime model, and exit")
     p.add_argument("--max-model-len", type=int, default=None)
     p.add_argument("--input-tokens", type=int, default=None)
     p.add_argument("--output-tokens", type=int, default=None)
@@ -477,17 +652,33 @@ def add_subcommand(subparsers) -> None:
 
 
 def _cli(args: argparse.Namespace) -> int:
+    if args.startup_logs:
+        print(startup_log_table())
+        return 0
     gpu = None if args.gpu.lower() == "cpu" else args.gpu
     kw = {"tp": args.tp, "weight_format": args.weights, "kv_dtype": args.kv_dtype, "dtype": args.dtype,
           "gpu_memory_utilization": args.gpu_memory_utilization, "runtime_buffer_gib": args.runtime_buffer_gib,
           "max_model_len": args.max_model_len, "input_tokens": args.input_tokens, "output_tokens": args.output_tokens,
-          "block_size": args.block_size, "kv_cache_memory_bytes": args.kv_cache_memory_bytes}
+          "block_size": args.block_size, "kv_cache_memory_bytes": args.kv_cache_memory_bytes,
+          "runtime": args.runtime, "vllm_version": args.vllm_version,
+          "max_num_batched_tokens": args.max_num_batched_tokens, "max_num_seqs": args.max_num_seqs,
+          "cuda_total_gib": args.cuda_total_gib}
     v = start_verdict(args.model, gpu, **kw)
+    alt = None
+    if gpu is not None and args.runtime_buffer_gib is None and args.kv_cache_memory_bytes is None:
+        other = "original-5gb" if args.runtime == "model" else "model"
+        alt = start_verdict(args.model, gpu, **{**kw, "runtime": other})
     if args.json:
         out = v.result.as_dict() if v.result is not None else {}
         out.update({"will_start": v.will_start, "max_model_len_estimate": v.max_model_len_estimate,
                     "start_reason": v.reason, "start_advice": v.advice,
                     "weights_fit": v.weights_fit})
+        if alt is not None:
+            out["beside"] = {"runtime": alt.result.runtime["mode"] if alt.result else
+                             ("original-5gb" if args.runtime == "model" else "model"),
+                             "will_start": alt.will_start,
+                             "kv_budget_gib_per_gpu": alt.result.kv_budget_gib_per_gpu if alt.result else None,
+                             "kv_cache_tokens": alt.result.kv_cache_tokens if alt.result else None}
         print(json.dumps(out, indent=2, sort_keys=True))
         return 0
     if not v.will_start:
@@ -501,4 +692,90 @@ def _cli(args: argparse.Namespace) -> int:
             print(f"{name:<{width}}  {value:>18}   {how}")
         for w in r.warnings:
             print(f"warning: {w}")
+        if alt is not None:
+            label = ("the original chapter's flat 5 GB (its stated assumption)" if args.runtime == "model"
+                     else "vLLM 0.32's runtime model (estimated)")
+            if alt.will_start:
+                print(f"beside it, {label}: KV budget {alt.result.kv_budget_gib_per_gpu:.2f} GiB per GPU, "
+                      f"{alt.result.kv_cache_tokens:,} tokens ({alt.result.kv_cache_tokens - r.kv_cache_tokens:+,})")
+            else:
+                print(f"beside it, {label}: vLLM would not start")
     return 0
+
+
+# ------------------------------------------------ public start-up logs beside the runtime memory model
+STARTUP_LOG_TOLERANCE_GIB = 0.5
+
+
+def startup_logs() -> list[dict]:
+    """The public vLLM start-up logs of ``assets/results/startup_logs.yaml`` (schema-checked)."""
+    from inferopt import assets
+    return assets.load("results/startup_logs.yaml")["logs"]
+
+
+def _accounting_kv(log: dict) -> float:
+    """vLLM's own formula on the parts a log prints (the version decides which terms exist)."""
+    lg = log["logged"]
+    requested = log["gpu_memory_utilization"] * lg["total_gib"]
+    if "peak_torch_gib" in lg:                       # V0 0.6.4: peak_torch_memory includes the weights
+        return requested - lg["peak_torch_gib"] - lg["non_torch_gib"]
+    return requested - lg["weights_gib"] - lg["non_torch_gib"] - lg["activation_gib"]
+
+
+def startup_log_rows() -> list[dict]:
+    """One row per public start-up log: what it logged, what vLLM's accounting of its printed parts
+    gives, and (for shipped models) what the calculator predicts from config + GPU + settings alone.
+
+    Keys: id, source, url, kind, model, gpu, tp, utilization, max_model_len, vllm_version,
+    token_budget, logged_kv_gib, accounting_kv_gib, predicted_kv_gib, error_gib (predicted - logged),
+    logged_weights_gib, predicted_weights_gib, outlier (reason or None), parts (the model's GiB)."""
+    rows = []
+    for log in startup_logs():
+        lg = log["logged"]
+        row = {"id": log["id"], "source": log["source"], "url": log["url"], "kind": log["kind"],
+               "model": log.get("model"), "gpu": log["gpu"], "tp": log.get("tp"),
+               "utilization": log.get("gpu_memory_utilization"), "max_model_len": log.get("max_model_len"),
+               "vllm_version": log["vllm_version"], "logged_kv_gib": lg.get("kv_gib"),
+               "logged_weights_gib": lg.get("weights_gib"), "outlier": log.get("outlier"),
+               "accounting_kv_gib": None, "predicted_kv_gib": None, "error_gib": None,
+               "predicted_weights_gib": None, "token_budget": None, "parts": None}
+        if "kv_gib" in lg and "total_gib" in lg:
+            row["accounting_kv_gib"] = _accounting_kv(log)
+        if log["kind"] == "weights":
+            spec = load_spec(log["model"])
+            row["predicted_weights_gib"] = _weights_per_gpu(spec, weight_bytes(spec, "auto"), log["tp"]) / GiB
+        elif log["kind"] == "predict":
+            b = gpu_budget(log["model"], log["gpu"], tp=log["tp"], weight_format="auto",
+                           gpu_memory_utilization=log["gpu_memory_utilization"], max_model_len=log["max_model_len"],
+                           vllm_version=log["vllm_version"], max_num_batched_tokens=log.get("max_num_batched_tokens"))
+            row.update(predicted_kv_gib=b.kv_budget_gib, error_gib=b.kv_budget_gib - lg["kv_gib"],
+                       predicted_weights_gib=b.weights_gib_per_gpu, token_budget=b.runtime.max_num_batched_tokens,
+                       parts={"total": b.total_gib, "requested": b.requested_gib, "weights": b.weights_gib_per_gpu,
+                              "activation": b.runtime.activation_gib, "logits": b.runtime.logits_gib,
+                              "non_torch": b.runtime.non_torch_gib, "cuda_graph": b.runtime.cuda_graph_gib})
+        rows.append(row)
+    return rows
+
+
+def startup_log_table(rows: list[dict] | None = None) -> str:
+    """The start-up logs as a plain-text table (log vs calculator vs error), for chapter 05 and the CLI."""
+    rows = startup_log_rows() if rows is None else rows
+    head = (f"{'log':<32} {'vLLM':>6} {'GPU':<14} {'util':>5} {'max len':>8} {'budget':>7} "
+            f"{'logged KV':>9} {'model KV':>9} {'error':>7}  note")
+    out = [head, "-" * len(head)]
+    for r in rows:
+        if r["kind"] == "weights":
+            err = r["predicted_weights_gib"] - r["logged_weights_gib"]
+            note = (f"weights per GPU: logged {r['logged_weights_gib']:.2f}, model {r['predicted_weights_gib']:.2f} "
+                    f"GiB ({err:+.2f})")
+            out.append(f"{r['id']:<32} {r['vllm_version']:>6} {r['gpu']:<14} {'':>5} {'':>8} {'':>7} "
+                       f"{'':>9} {'':>9} {'':>7}  {note}")
+            continue
+        pred = f"{r['predicted_kv_gib']:.2f}" if r["predicted_kv_gib"] is not None else "-"
+        err = f"{r['error_gib']:+.2f}" if r["error_gib"] is not None else "-"
+        note = ("outlier: " + r["outlier"].split(":")[0]) if r["outlier"] else (
+            "model not shipped: accounting only" if r["kind"] == "accounting" else "")
+        out.append(f"{r['id']:<32} {r['vllm_version']:>6} {r['gpu']:<14} {r['utilization'] or '':>5} "
+                   f"{r['max_model_len'] or '':>8} {r['token_budget'] or '':>7} {r['logged_kv_gib']:>9.2f} "
+                   f"{pred:>9} {err:>7}  {note}")
+    return "\n".join(out)

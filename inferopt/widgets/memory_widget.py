@@ -4,10 +4,14 @@
   buffer / free), in GiB, for a :class:`~inferopt.planning.memory.MemoryResult`.
 - ``bars_html(result)`` / ``readout_html(result)`` (pure): the same bars as HTML and the
   concurrency readout, used inside the widget (plain HTML: nothing to install, updates at once).
+- ``runtime_html(result, alt)`` (pure): the runtime memory's parts (vLLM 0.32's accounting,
+  estimated: activation peak of the token budget, logits, non-torch, CUDA graphs) beside the
+  original chapter's flat 5 GB assumption (``alt``, its StartVerdict).
 - ``MemoryWidget``: model, weight format, KV dtype, TP, GPU, utilization, context length, runtime
-  buffer and the workload's lengths -> bars and readout, recomputed as each control moves (one
-  evaluation takes well under a millisecond). Bad input (TP that does not divide the heads,
-  weights that do not fit) shows the CourseError message inside the widget.
+  model (vLLM 0.32's, or the original chapter's flat 5 GB), token budget and the workload's lengths
+  -> bars and readout, recomputed as each control moves (one evaluation takes a few milliseconds).
+  Bad input (TP that does not divide the heads, weights that do not fit) shows the CourseError
+  message inside the widget.
 """
 from __future__ import annotations
 
@@ -15,11 +19,12 @@ import ipywidgets as W
 
 from inferopt.errors import CourseError
 from inferopt.planning.memory import (
-    DEFAULT_RUNTIME_BUFFER_GIB,
     KV_DTYPES,
     WEIGHT_FORMATS,
     MemoryResult,
+    StartVerdict,
     gpu_names,
+    runtime_parts,
     start_verdict,
 )
 from inferopt.planning.model_specs import model_names
@@ -88,13 +93,45 @@ def readout_html(r: MemoryResult) -> str:
     return "<br>".join(lines)
 
 
+def runtime_html(r: MemoryResult, alt: StartVerdict | None = None) -> str:
+    """The runtime memory's parts, and the original chapter's flat 5 GB assumption beside them."""
+    rt = r.runtime or {}
+    if rt.get("mode") == "model":
+        rows = "".join(f"<li>{esc(name)}: <b>{gib:.2f} GiB</b> <i>({esc(how)})</i></li>"
+                       for name, gib, how in runtime_parts(rt))
+        head = (f"Runtime memory per GPU: <b>{r.runtime_buffer_gib:.2f} GiB</b>, estimated with vLLM "
+                f"{esc(rt['vllm_version'])}'s accounting ({esc(r.gpu_total_source or '')}: "
+                f"{r.gpu_memory_gib:.2f} GiB):<ul style='margin:2px 0'>{rows}</ul>")
+    else:
+        head = f"Runtime buffer per GPU: <b>{r.runtime_buffer_gib:.2f} GiB</b>, flat ({esc(rt.get('mode', ''))})."
+    if alt is None:
+        return head
+    if rt.get("mode") == "model":
+        label = "The original chapter's flat 5 GB buffer (its stated assumption), same plan"
+    else:
+        label = "vLLM 0.32's runtime model (estimated), same plan"
+    if alt.will_start and alt.result is not None:
+        a = alt.result
+        other = (f"{label}: KV budget {a.kv_budget_gib_per_gpu:.2f} GiB, {a.kv_cache_tokens:,} tokens "
+                 f"({a.kv_cache_tokens - r.kv_cache_tokens:+,} against this one).")
+    else:
+        est = f" (estimated maximum model length {alt.max_model_len_estimate:,})" if alt.max_model_len_estimate else ""
+        other = f"{label}: vLLM would not start{est}."
+    return head + f"<div>{esc(other)}</div>"
+
+
 class MemoryWidget(W.VBox):
     """Controls -> per-GPU bars and concurrency readout. ``widget.result`` is the last MemoryResult
     (None after bad input, with ``widget.error_text`` set); ``widget.set(**values)`` moves controls."""
 
+    RUNTIMES = [("vLLM 0.32 runtime model (estimated)", "model"), ("original chapter: flat 5 GB", "original-5gb")]
+
     def __init__(self, model="llama-3-70b", gpu="H100-SXM-80GB", tp=8, weight_format="fp8", kv_dtype="fp8",
-                 gpu_memory_utilization=0.9, max_model_len=8192, runtime_buffer_gib=DEFAULT_RUNTIME_BUFFER_GIB,
-                 input_tokens=800, output_tokens=150):
+                 gpu_memory_utilization=0.9, max_model_len=8192, runtime="model", max_num_batched_tokens=0,
+                 input_tokens=800, output_tokens=150, runtime_buffer_gib=None):
+        """``runtime``: 'model' (default) or 'original-5gb'; ``max_num_batched_tokens`` 0 = vLLM's default
+        for the GPU; ``runtime_buffer_gib`` (kept for older callers): a flat buffer instead of either."""
+        self.flat_buffer_gib = runtime_buffer_gib
         st = {"description_width": "130px"}
         lay = W.Layout(width="330px")
         self.controls = {
@@ -108,14 +145,17 @@ class MemoryWidget(W.VBox):
                                                     description="utilization", style=st, layout=lay),
             "max_model_len": W.IntSlider(value=max_model_len, min=512, max=131072, step=512,
                                          description="context length", style=st, layout=lay),
-            "runtime_buffer_gib": W.FloatSlider(value=runtime_buffer_gib, min=0.0, max=20.0, step=0.5,
-                                                description="runtime buffer GiB", style=st, layout=lay),
+            "runtime": W.Dropdown(options=self.RUNTIMES, value=runtime, description="runtime memory", style=st,
+                                  layout=lay),
+            "max_num_batched_tokens": W.IntText(value=max_num_batched_tokens, description="token budget (0=default)",
+                                                style=st, layout=lay),
             "input_tokens": W.IntText(value=input_tokens, description="input tokens", style=st, layout=lay),
             "output_tokens": W.IntText(value=output_tokens, description="output tokens", style=st, layout=lay),
         }
         self.error_w = W.HTML(value="")
         self.bars_w = W.HTML(value="")
         self.readout_w = W.HTML(value="")
+        self.runtime_w = W.HTML(value="")
         self.result: MemoryResult | None = None
         self.error_text: str | None = None
         for w in self.controls.values():
@@ -123,7 +163,7 @@ class MemoryWidget(W.VBox):
         names = list(self.controls)
         super().__init__(children=[
             W.HBox([W.VBox([self.controls[k] for k in names[:5]]), W.VBox([self.controls[k] for k in names[5:]])]),
-            self.error_w, self.bars_w, self.readout_w])
+            self.error_w, self.bars_w, self.readout_w, self.runtime_w])
         self.refresh()
 
     def values(self) -> dict:
@@ -144,10 +184,18 @@ class MemoryWidget(W.VBox):
     def refresh(self) -> None:
         v = self.values()
         try:
-            verdict = start_verdict(v["model"], v["gpu"], tp=v["tp"], weight_format=v["weight_format"],
-                                    kv_dtype=v["kv_dtype"], gpu_memory_utilization=round(v["gpu_memory_utilization"], 4),
-                                    runtime_buffer_gib=v["runtime_buffer_gib"], max_model_len=v["max_model_len"],
-                                    input_tokens=v["input_tokens"], output_tokens=v["output_tokens"])
+            if v["max_num_batched_tokens"] < 0:
+                raise CourseError("token budget must be a positive number of tokens, or 0 for vLLM's default.")
+            kw = dict(tp=v["tp"], weight_format=v["weight_format"], kv_dtype=v["kv_dtype"],
+                      gpu_memory_utilization=round(v["gpu_memory_utilization"], 4), max_model_len=v["max_model_len"],
+                      input_tokens=v["input_tokens"], output_tokens=v["output_tokens"],
+                      max_num_batched_tokens=v["max_num_batched_tokens"] or None)
+            if self.flat_buffer_gib is not None:
+                kw["runtime_buffer_gib"] = self.flat_buffer_gib
+            verdict = start_verdict(v["model"], v["gpu"], runtime=v["runtime"], **kw)
+            other = "original-5gb" if v["runtime"] == "model" else "model"
+            self.alt_verdict = (start_verdict(v["model"], v["gpu"], runtime=other, **kw)
+                                if self.flat_buffer_gib is None else None)
             self.verdict = verdict
             if not verdict.will_start:  # "will vLLM start?" is a verdict, shown as one
                 est = (f" vLLM's estimated maximum model length: {verdict.max_model_len_estimate:,}."
@@ -159,11 +207,13 @@ class MemoryWidget(W.VBox):
             self.error_w.value = error_html(str(exc))
             self.bars_w.value = ""
             self.readout_w.value = ""
+            self.runtime_w.value = ""
             return
         self.result, self.error_text = r, None
         self.error_w.value = ""
         self.bars_w.value = bars_html(r)
         self.readout_w.value = readout_html(r) + "<p><b>vLLM starts</b> with this plan.</p>"
+        self.runtime_w.value = runtime_html(r, self.alt_verdict)
 
     def __repr__(self) -> str:
         if self.error_text:

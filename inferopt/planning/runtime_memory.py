@@ -1,0 +1,213 @@
+"""Runtime memory on a GPU: what vLLM keeps besides weights and KV cache, modelled the way it measures it.
+
+vLLM does not guess this memory; it measures it at start-up and gives the KV cache what is left.
+vLLM 0.32 (``vllm/v1/worker/gpu_worker.py: determine_available_memory``, with
+``vllm/v1/worker/utils.py: request_memory`` and ``vllm/utils/mem_utils.py: memory_profiling``):
+
+    requested = ceil(total x gpu_memory_utilization)      # total = cudaMemGetInfo's, not nvidia-smi's
+    KV budget = requested - (weights + non-torch memory + activation peak) - CUDA-graph estimate
+
+- **total**: ``torch.cuda.mem_get_info()``'s total, a few hundred MiB below what nvidia-smi prints
+  (``cuda_total_gib`` in ``assets/gpus.yaml``, each with the log it was read from);
+- **activation peak**: the transient peak of ``profile_run``, one forward pass over
+  ``max_num_batched_tokens`` tokens (the token budget) plus the dummy sampler run over
+  ``min(max_num_seqs, tokens)`` rows of logits (``v1/worker/gpu_model_runner.py: profile_run,
+  _dummy_sampler_run``);
+- **non-torch memory**: the CUDA context, cuBLAS/NCCL workspaces and other allocations outside
+  PyTorch's allocator;
+- **CUDA-graph estimate**: ``profile_cudagraph_memory()``, subtracted since vLLM 0.21
+  (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``, default 1; before 0.21 the graphs were captured after
+  the KV cache was sized, outside the utilization share).
+
+The KV budget formula above is vLLM's own. The activation, non-torch and CUDA-graph figures are
+**estimated** here from the model's shapes, with constants read from public start-up logs
+(``assets/results/startup_logs.yaml``); :func:`inferopt.planning.memory.startup_log_table` puts
+each log beside the calculator with its error. Accounting by version (``vllm_version``):
+
+- ``< 0.8`` (V0 engine): ``max_num_seqs`` 256; without chunked prefill (``max_model_len`` up to
+  32,768) the profile runs ``max(max_model_len, 2048)`` tokens, with it (longer contexts) the
+  chunked-prefill budget (512 up to 0.6, 2048 from 0.7) — public logs show the activation peak
+  following ``max_model_len`` exactly that way (vllm-project/vllm#10517);
+- ``0.8 .. 0.20`` (V1): the token budget of ``engine/arg_utils.py: get_batch_defaults`` (the server
+  context: 8192 on GPUs with >= 70 GiB that are not A100, 16384 at >= 160 GiB, 2048 otherwise);
+  ``max_num_seqs`` 1024 on the large GPUs, 256 otherwise; no CUDA-graph term;
+- ``>= 0.21`` (the course pins 0.32): the same, minus the CUDA-graph estimate.
+
+Measured error (``python -m inferopt memory --startup-logs``): within 0.25 GiB on the public logs the
+calculator can predict from a shipped config (V0 logs of vLLM 0.6-0.7); one development-build log is
+shown as an outlier, not hidden. No public V1 log of a shipped model was found, so the V1 terms
+(the logits rows of ``max_num_seqs`` = 1024 on large GPUs, the CUDA-graph constant) are the least
+certain parts: replace them with your engine's own log when you have one (``cuda_total_gib``,
+``max_num_batched_tokens``).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass
+
+from inferopt.errors import CourseError
+
+GiB = 1 << 30
+DEFAULT_VLLM_VERSION = "0.32.0"
+
+# ---- constants, each "estimated" with where it comes from (see assets/results/startup_logs.yaml)
+# Activation of the forward pass per token and per byte of the compute dtype: the MLP's fused
+# gate/up output (2 x intermediate) and its activated half (1 x intermediate) live together with
+# the residual stream, the normed input and the attention output (3 x hidden). Checked against
+# Llama-3.1-8B on an RTX 3090 at 20,000 and 29,000 profiled tokens (vllm-project/vllm#10517:
+# peak_torch_memory - weights = 2.07 and 2.99 GiB; this formula gives 2.06 and 2.99 before logits).
+ACTIVATION_INTERMEDIATE_COPIES = 3
+ACTIVATION_HIDDEN_COPIES = 3
+# The dummy sampler run holds one float32 row of logits per request (min(max_num_seqs, tokens) rows
+# x the full vocabulary, gathered on every TP rank). Estimated: one copy; the public logs of
+# known models are within the measured error with it (see the table).
+LOGITS_BYTES = 4
+LOGITS_COPIES = 1
+# Memory outside PyTorch's allocator (CUDA context, cuBLAS/NCCL workspaces) that vLLM counts:
+# public logs report 0.05 (A10, TP1), 0.12 (H100, TP1), 0.16 (H100, TP1), 0.20 (RTX 3090, TP>1),
+# 0.35 GiB (RTX 3090, TP1). Estimated: 0.2 GiB, measured error within +-0.15 GiB on those logs.
+NON_TORCH_GIB = 0.2
+# CUDA-graph estimate (vLLM >= 0.21): public logs report 0.17 GiB (4x RTX 3090, TP4,
+# noonghunna/club-3090#127), 0.36 GiB (TP2, gpustack/runner#251) and, before it was subtracted,
+# 0.65 GiB suggested for gemma-3-4b on a B200 (vllm-project/vllm#21489). Estimated: 0.35 GiB.
+CUDA_GRAPH_GIB = 0.35
+# When a GPU's cudaMemGetInfo total has not been read from a log: nvidia-smi's total minus this
+# driver reserve. Logged pairs: H100 79.65 -> 79.18, RTX 3090 24.00 -> 23.58, A10 22.49 -> 22.07,
+# B200 179.06 -> 178.36 GiB: 0.42 to 0.70 GiB. Estimated: 0.45 GiB.
+DRIVER_RESERVE_GIB = 0.45
+
+RUNTIME_MODES = ("model", "original-5gb")
+ORIGINAL_BUFFER_GIB = 5.0   # the original chapter's "temporary buffer ≈ 5 GB", rounded up to GiB
+
+
+def parse_version(version: str | None) -> tuple[int, int]:
+    """(major, minor) of a vLLM version string such as '0.32.0', '0.6.4.post1' or 'v0.21'."""
+    v = DEFAULT_VLLM_VERSION if version in (None, "") else str(version)
+    m = re.match(r"^v?(\d+)\.(\d+)", v.strip())
+    if not m:
+        raise CourseError(f"vllm_version {version!r} is not a version like '0.32.0'; give the vLLM "
+                          f"version whose accounting you want (default {DEFAULT_VLLM_VERSION}).")
+    return int(m.group(1)), int(m.group(2))
+
+
+def accounting(version: str | None) -> str:
+    """'v0' (before 0.8), 'v1' (0.8 to 0.20) or 'v1-cudagraph' (0.21 and later)."""
+    mv = parse_version(version)
+    if mv < (0, 8):
+        return "v0"
+    return "v1" if mv < (0, 21) else "v1-cudagraph"
+
+
+def default_batch_limits(device_total_gib: float | None, gpu_name: str = "", *, max_model_len: int = 2048,
+                         vllm_version: str | None = None, usage: str = "server") -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) vLLM uses when the user sets neither.
+
+    V1 (0.8 and later): ``engine/arg_utils.py: get_batch_defaults`` keyed on the device's total
+    memory (``get_device_total_memory``) and name; ``usage`` is 'server' (``vllm serve``) or
+    'offline' (the ``LLM`` class). V0: see the module docstring.
+    """
+    if usage not in ("server", "offline"):
+        raise CourseError(f"usage must be 'server' (vllm serve) or 'offline' (the LLM class), got {usage!r}.")
+    if accounting(vllm_version) == "v0":
+        if max_model_len <= 32768:
+            return max(max_model_len, 2048), 256
+        return (512 if parse_version(vllm_version) < (0, 7) else 2048), 256
+    mem = device_total_gib or 0.0
+    if mem >= 160:
+        return 16384, 1024
+    if mem >= 70 and "a100" not in gpu_name.lower():
+        return (8192 if usage == "server" else 16384), 1024
+    return (2048 if usage == "server" else 8192), 256
+
+
+@dataclass
+class RuntimeMemory:
+    """Per-GPU runtime memory (GiB) beside weights and KV cache, and how it was obtained."""
+
+    mode: str                         # "model" or "original-5gb" or "flat"
+    vllm_version: str
+    accounting: str
+    max_num_batched_tokens: int | None
+    max_num_seqs: int | None
+    activation_gib: float
+    logits_gib: float
+    non_torch_gib: float
+    cuda_graph_gib: float
+    total_gib: float
+    estimated: bool
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def parts(self) -> list[tuple[str, float, str]]:
+        """(name, GiB, how) for each part, for a notebook or the CLI."""
+        if self.mode != "model":
+            how = ("the original chapter's 'temporary buffer ≈ 5 GB', rounded up to GiB (its stated assumption)"
+                   if self.mode == "original-5gb" else "a flat buffer given by the caller")
+            return [("runtime buffer (flat)", self.total_gib, how)]
+        return [
+            ("activation peak (forward)", self.activation_gib,
+             f"estimated: {self.max_num_batched_tokens:,} tokens x (3 x intermediate/TP + 3 x hidden) x dtype bytes"),
+            ("activation peak (logits)", self.logits_gib,
+             f"estimated: min({self.max_num_seqs}, tokens) rows x vocab x 4 B"),
+            ("non-torch memory", self.non_torch_gib, f"estimated constant ({NON_TORCH_GIB} GiB, public logs 0.05-0.35)"),
+            ("CUDA-graph estimate", self.cuda_graph_gib,
+             "estimated; subtracted from vLLM 0.21 on" if self.accounting == "v1-cudagraph"
+             else f"0: not subtracted before vLLM 0.21 ({self.vllm_version})"),
+        ]
+
+
+def _mlp_width_per_gpu(spec, tp: int) -> float:
+    """Elements per token live at the forward's peak on one GPU (see ACTIVATION_* constants)."""
+    h = spec.hidden_size
+    dense_inter = spec.intermediate_size or 0
+    dense = ACTIVATION_INTERMEDIATE_COPIES * dense_inter / tp + ACTIVATION_HIDDEN_COPIES * h
+    if not spec.is_moe:
+        return dense
+    k = max(1, spec.experts_per_token)
+    # fused MoE: per routed copy of the token, gate/up (2I) + activated (I) on this GPU + its output (h)
+    moe = k * (ACTIVATION_INTERMEDIATE_COPIES * spec.moe_intermediate_size / tp + h) + ACTIVATION_HIDDEN_COPIES * h
+    has_dense = spec.first_dense_layers > 0 or spec.moe_layer_freq > 1
+    return max(moe, dense) if has_dense else moe
+
+
+def runtime_memory(spec, *, tp: int = 1, dtype_bytes: int = 2, mode: str = "model",
+                   flat_gib: float | None = None, vllm_version: str | None = None,
+                   max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
+                   device_total_gib: float | None = None, gpu_name: str = "", max_model_len: int = 2048,
+                   usage: str = "server", enforce_eager: bool = False) -> RuntimeMemory:
+    """The runtime memory of one GPU for a model (a :class:`~inferopt.planning.model_specs.ModelSpec`).
+
+    ``mode``: 'model' (default; this module's estimate) or 'original-5gb' (the original chapter's
+    flat 5 GiB). ``flat_gib`` given: a flat buffer of that size (the calculator's old
+    ``runtime_buffer_gib``). The token budget and ``max_num_seqs`` default to vLLM's own defaults
+    for the GPU and version (:func:`default_batch_limits`).
+    """
+    version = vllm_version or DEFAULT_VLLM_VERSION
+    acct = accounting(version)
+    if flat_gib is not None or mode == "original-5gb":
+        val = ORIGINAL_BUFFER_GIB if flat_gib is None else float(flat_gib)
+        if val < 0 or math.isnan(val):
+            raise CourseError(f"runtime_buffer_gib must be >= 0, got {flat_gib!r}.")
+        return RuntimeMemory("original-5gb" if flat_gib is None else "flat", version, acct, None, None,
+                             0.0, 0.0, 0.0, 0.0, val, False)
+    if mode != "model":
+        raise CourseError(f"runtime must be one of {', '.join(RUNTIME_MODES)}, got {mode!r}.")
+    d_tokens, d_seqs = default_batch_limits(device_total_gib, gpu_name, max_model_len=max_model_len,
+                                            vllm_version=version, usage=usage)
+    tokens = d_tokens if max_num_batched_tokens is None else max_num_batched_tokens
+    seqs = d_seqs if max_num_seqs is None else max_num_seqs
+    for name, val in (("max_num_batched_tokens", tokens), ("max_num_seqs", seqs)):
+        if not (isinstance(val, int) and val > 0):
+            raise CourseError(f"{name} must be a positive whole number, got {val!r}.")
+    act = tokens * dtype_bytes * _mlp_width_per_gpu(spec, tp) / GiB
+    logits = min(seqs, tokens) * spec.vocab_size * LOGITS_BYTES * LOGITS_COPIES / GiB
+    cg = CUDA_GRAPH_GIB if (acct == "v1-cudagraph" and not enforce_eager) else 0.0
+    total = act + logits + NON_TORCH_GIB + cg
+    return RuntimeMemory("model", version, acct, tokens, seqs, act, logits, NON_TORCH_GIB, cg, total, True)
+
+
+def requested_gib(total_gib: float, gpu_memory_utilization: float) -> float:
+    """vLLM's ``request_memory``: ceil(total bytes x utilization), in GiB."""
+    return math.ceil(total_gib * GiB * gpu_memory_utilization) / GiB

@@ -1,0 +1,160 @@
+"""The runtime memory model (inferopt/planning/runtime_memory.py) against public vLLM start-up logs,
+vLLM 0.32's own defaults, and the original chapter's flat 5 GB kept beside it."""
+import statistics
+import subprocess
+import sys
+import time
+
+import pytest
+
+from inferopt.errors import CourseError
+from inferopt.paths import REPO_ROOT
+from inferopt.planning import gpu_catalog
+from inferopt.planning import memory as m
+from inferopt.planning import runtime_memory as rt
+
+ROWS = m.startup_log_rows()
+
+
+def test_at_least_eight_public_logs_each_cited():
+    assert len(ROWS) >= 8
+    for r in ROWS:
+        assert r["url"].startswith("https://github.com/") and r["source"], r["id"]
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r["kind"] == "predict"], ids=lambda r: r["id"])
+def test_calculator_within_half_a_gib_of_each_log(row):
+    """From config.json + GPU + the log's settings alone; an outlier must really be off (its reason is in the data)."""
+    err = row["predicted_kv_gib"] - row["logged_kv_gib"]
+    if row["outlier"]:
+        assert abs(err) > m.STARTUP_LOG_TOLERANCE_GIB, (row["id"], err)
+    else:
+        assert abs(err) <= m.STARTUP_LOG_TOLERANCE_GIB, (row["id"], err)
+        assert abs(row["predicted_weights_gib"] - row["logged_weights_gib"]) < 0.05
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r["accounting_kv_gib"] is not None], ids=lambda r: r["id"])
+def test_vllm_accounting_of_the_logged_parts(row):
+    """requested - weights - non-torch - activation (V0 0.6.4: - peak_torch - non-torch) = the logged KV."""
+    assert abs(row["accounting_kv_gib"] - row["logged_kv_gib"]) < 0.02, row["id"]
+
+
+def test_the_24gb_card_at_20000_tokens_starts_as_logged():
+    kw = dict(gpu_memory_utilization=0.9, max_model_len=20000, vllm_version="0.6.4")
+    v = m.start_verdict("llama-3.1-8b", "RTX-3090", **kw)
+    assert v.will_start and abs(v.result.kv_budget_gib_per_gpu - 3.81) < 0.5
+    flat = m.start_verdict("llama-3.1-8b", "RTX-3090", runtime="original-5gb", **kw)
+    assert not flat.will_start          # the flat 5 GB says it will not start; vLLM started with 3.81 GiB
+    assert m.start_verdict("llama-3.1-8b", "RTX-3090", **{**kw, "max_model_len": 29000}).will_start is False
+
+
+def test_table_renders_every_log_with_its_error():
+    table = m.startup_log_table()
+    for r in ROWS:
+        assert r["id"] in table
+    for r in ROWS:
+        if r["error_gib"] is not None:
+            assert f"{r['error_gib']:+.2f}" in table
+
+
+def test_vllm_s_own_batch_defaults(monkeypatch):
+    """vLLM 0.32's get_batch_defaults (engine/arg_utils.py) run with a GPU platform's answers."""
+    import vllm.engine.arg_utils as au
+    from vllm.usage.usage_lib import UsageContext
+
+    class GpuAnswers:                   # the two questions get_batch_defaults asks the platform
+        def __init__(self, gib, name):
+            self.gib, self.name = gib, name
+
+        def get_device_total_memory(self):
+            return int(self.gib * 2**30)
+
+        def get_device_name(self):
+            return self.name
+
+        def is_tpu(self):
+            return False
+
+        def is_cpu(self):
+            return False
+
+    for gid in ["H100-SXM-80GB", "H200-SXM-141GB", "B200-SXM-180GB", "A100-SXM-80GB", "L40S", "A10", "T4"]:
+        g = gpu_catalog.entry(gid)
+        monkeypatch.setattr(au, "current_platform", GpuAnswers(g["memory_mib_reported"] / 1024, g["name"]))
+        tokens, seqs = au.EngineArgs.get_batch_defaults(world_size=1)
+        for usage, ctx in (("server", UsageContext.OPENAI_API_SERVER), ("offline", UsageContext.LLM_CLASS)):
+            ours = rt.default_batch_limits(g["memory_mib_reported"] / 1024, g["name"], usage=usage)
+            assert ours == (tokens[ctx], seqs[ctx]), (gid, usage)
+
+
+def test_versions_change_the_accounting():
+    kw = dict(tp=1, max_model_len=8192, gpu_memory_utilization=0.9)
+    new = m.calculate("llama-3.1-8b", "H100", **kw)
+    old = m.calculate("llama-3.1-8b", "H100", vllm_version="0.20.1", **kw)
+    assert new.runtime["cuda_graph_gib"] > 0 and old.runtime["cuda_graph_gib"] == 0
+    assert old.kv_budget_gib_per_gpu > new.kv_budget_gib_per_gpu
+    assert m.calculate("llama-3.1-8b", "H100", enforce_eager=True, **kw).runtime["cuda_graph_gib"] == 0
+    v0 = m.calculate("llama-3.1-8b", "H100", vllm_version="0.6.4", **kw)
+    assert v0.runtime["max_num_batched_tokens"] == 8192 and v0.runtime["max_num_seqs"] == 256
+    assert m.calculate("llama-3.1-8b", "A100", **kw).runtime["max_num_batched_tokens"] == 2048
+    # a larger token budget, a larger activation peak
+    big = m.calculate("llama-3.1-8b", "H100", max_num_batched_tokens=32768, **kw)
+    assert big.runtime["activation_gib"] == pytest.approx(4 * new.runtime["activation_gib"])
+    with pytest.raises(CourseError, match="version like"):
+        m.calculate("llama-3.1-8b", "H100", vllm_version="latest")
+    with pytest.raises(CourseError, match="runtime must be one of"):
+        m.calculate("llama-3.1-8b", "H100", runtime="flat-3gb")
+    with pytest.raises(CourseError, match="max_num_batched_tokens"):
+        m.calculate("llama-3.1-8b", "H100", max_num_batched_tokens=0)
+
+
+def test_gpu_total_is_cudamemgetinfo_s():
+    r = m.calculate("llama-3.1-8b", "H100", max_model_len=8192)
+    assert r.gpu_memory_gib == 79.22 and "cited log" in r.gpu_total_source
+    assert r.usable_gib_per_gpu == pytest.approx(0.92 * 79.22, abs=1e-6)
+    est = m.calculate("llama-3.1-8b", "L40S", max_model_len=8192)
+    assert est.gpu_memory_gib == pytest.approx(46068 / 1024 - rt.DRIVER_RESERVE_GIB) and "estimated" in est.gpu_total_source
+    given = m.calculate("llama-3.1-8b", "H100", max_model_len=8192, cuda_total_gib=79.11)
+    assert given.gpu_memory_gib == 79.11
+    for gid in gpu_catalog.ids():       # every cited total sits below nvidia-smi's, by less than 1 GiB
+        g = gpu_catalog.entry(gid)
+        if "cuda_total_gib" in g:
+            assert 0 < g["memory_mib_reported"] / 1024 - g["cuda_total_gib"] < 1.0, gid
+
+
+def test_original_5gb_is_the_old_calculator():
+    kw = dict(tp=8, weight_format="fp8", kv_dtype="fp8", gpu_memory_utilization=0.9, max_model_len=4096)
+    a = m.calculate("llama-3-70b", "H100", runtime="original-5gb", **kw)
+    b = m.calculate("llama-3-70b", "H100", runtime_buffer_gib=5.0, **kw)
+    assert a.kv_cache_tokens == b.kv_cache_tokens and a.runtime_buffer_gib == 5.0
+    assert a.gpu_memory_gib == 81559 / 1024 and a.runtime["mode"] == "original-5gb"
+    model = m.calculate("llama-3-70b", "H100", **kw)
+    assert model.runtime["mode"] == "model" and model.kv_cache_tokens != a.kv_cache_tokens
+
+
+def test_cpu_engine_sizing_untouched():
+    r = m.cpu_engine_prediction(kv_cache_gib=1.0, max_model_len=2048)
+    assert r.kv_cache_tokens == 23_296 and r.runtime is None
+
+
+def test_calculator_stays_under_5_ms():
+    cases = [("llama-3.1-405b-instruct-fp8", dict(tp=8, weight_format="auto", max_model_len=8192)),
+             ("deepseek-v2-lite", dict(tp=1, max_model_len=32768)),
+             ("llama-3-70b", dict(tp=8, weight_format="fp8", kv_dtype="fp8", max_model_len=4096))]
+    for name, kw in cases:
+        m.calculate(name, "H100", **kw)
+        times = []
+        for _ in range(200):
+            t0 = time.perf_counter()
+            m.calculate(name, "H100", **kw)
+            times.append(time.perf_counter() - t0)
+        assert statistics.median(times) * 1000 < 5.0, name
+
+
+def test_cli_shows_parts_the_original_beside_and_the_log_table():
+    out = subprocess.run([sys.executable, "-m", "inferopt", "memory", "--model", "llama-3.1-8b", "--gpu", "H100",
+                          "--max-model-len", "8192"], capture_output=True, text=True, cwd=REPO_ROOT, check=True).stdout
+    assert "activation peak" in out and "CUDA-graph estimate" in out and "original chapter's flat 5 GB" in out
+    out = subprocess.run([sys.executable, "-m", "inferopt", "memory", "--startup-logs"],
+                         capture_output=True, text=True, cwd=REPO_ROOT, check=True).stdout
+    assert all(r["id"] in out for r in ROWS)
