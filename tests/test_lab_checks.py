@@ -438,6 +438,7 @@ def test_references_agree_with_the_package():
 
     from inferopt.bench.experiments import parse_metrics
     from inferopt.bench.metrics import SLO, RequestRecord, max_level_meeting, summarize
+    from inferopt.labcheck import _references as _ref
     from inferopt.labcheck import lab2, lab3, lab4
     from inferopt.planning import memory
     from inferopt.planning.capacity import plan_instances
@@ -445,33 +446,33 @@ def test_references_agree_with_the_package():
     smol = lab2.model_cfg("smollm2-135m-instruct")
     for gib, mml in ((0.5, 1536), (1.0, 2048), (0.25, 1000)):
         want = memory.cpu_engine_prediction(kv_cache_gib=gib, max_model_len=mml)
-        tokens, conc = lab2.ref_prediction(smol, 4, int(gib * 2**30), mml)
+        tokens, conc = _ref.ref_prediction(smol, 4, int(gib * 2**30), mml)
         assert (tokens, conc) == (want.kv_cache_tokens, want.max_concurrency)
-    assert lab2.ref_bytes_per_token(lab2.model_cfg("llama-3-70b"), 1) == memory.kv_bytes_per_request(
+    assert _ref.ref_bytes_per_token(lab2.model_cfg("llama-3-70b"), 1) == memory.kv_bytes_per_request(
         "llama-3-70b", 1, kv_dtype="fp8")
     r = labcheck.rng(SEED)
     for _ in range(20):
         text, names = lab3.random_exposition(r)
         parsed = parse_metrics(text)
         for n in names:
-            assert abs(lab3.ref_metric_value(text, n) - parsed.get(n, 0.0)) < 1e-6 * max(1, parsed.get(n, 0.0))
+            assert abs(_ref.ref_metric_value(text, n) - parsed.get(n, 0.0)) < 1e-6 * max(1, parsed.get(n, 0.0))
         slo = SLO(ttft_ms=r.choice([300, 800]), tpot_ms=r.choice([50, 120]))
         rows = [lab4.random_record(r) for _ in range(12)]
         recs = [RequestRecord.from_dict(dict(d, request_id=0, start_s=0.0, itl_s=[], error=None)) for d in rows]
         s = summarize(recs, duration_s=10.0, slo=slo)
-        assert abs(lab4.ref_goodput(rows, slo, 10.0) - s["goodput_rps"]) < 1e-12
-        assert abs(np.percentile([lab4.ref_tpot_ms(d) for d in rows if lab4.ref_tpot_ms(d) is not None], 95)
+        assert abs(_ref.ref_goodput(rows, slo, 10.0) - s["goodput_rps"]) < 1e-12
+        assert abs(np.percentile([_ref.ref_tpot_ms(d) for d in rows if _ref.ref_tpot_ms(d) is not None], 95)
                    - s["tpot_p95_ms"]) < 1e-6
         sums = lab4.random_summaries(r, slo)
-        assert lab4.ref_max_concurrency(sums, slo) == max_level_meeting(sums, slo)
+        assert _ref.ref_max_concurrency(sums, slo) == max_level_meeting(sums, slo)
     from inferopt.labcheck import lab5
     from inferopt.monitoring.alerts import gate_passes
 
     for _ in range(300):       # the canary check's reference decides as the package's gates do
         readings, last = lab5.random_readings(r), r.random() < 0.5
         ok = all(gate_passes(g, g["value"]) for g in readings)
-        assert lab5.ref_step_decision(readings, last) == (("done" if last else "promote") if ok else "roll back")
+        assert _ref.ref_step_decision(readings, last) == (("done" if last else "promote") if ok else "roll back")
     for target, per in ((200, 50), (200, 71.5), (7, 3)):
         p = plan_instances(target, per, 1, "N+1", 8)
-        from inferopt.labcheck.lab5 import ref_instances
+        from inferopt.labcheck._references import ref_instances
         assert ref_instances(target, per, 1, 1, 8) == (p.base_instances, p.instances, p.gpus)
