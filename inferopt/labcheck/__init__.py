@@ -327,8 +327,9 @@ class _Watch:
         if label:
             return label
         fname = code.co_filename
-        if fname.startswith(LABCHECK_DIR) and code.co_name != "forbidden":
-            return "the lab's own checking code (inferopt.labcheck)"
+        if fname.startswith(LABCHECK_DIR) and code.co_name not in ("forbidden", "_audit", "_solutions_dir") \
+                and not fname.endswith("isolated.py"):  # the grading process's own frames
+            return f"the lab's own checking code (inferopt.labcheck: {code.co_name})"
         if self.solutions and fname.startswith(self.solutions):
             return "code from solutions/"
         return ""
