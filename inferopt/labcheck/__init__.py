@@ -157,6 +157,15 @@ def call(task: str, fn, *args, **kwargs):
     (``inferopt/labcheck``: the checks and their references) or into code loaded from ``solutions/``
     is a shortcut, whatever name, alias, default argument or module path it was reached through.
     Opening a file under ``solutions/`` while it runs is one too (an audit hook)."""
+    return _call(task, fn, args, kwargs, True)
+
+
+def call_void(task: str, fn, *args, **kwargs):
+    """``call`` for a function whose job is a side effect (a callback): None is its normal result."""
+    return _call(task, fn, args, kwargs, False)
+
+
+def _call(task, fn, args, kwargs, _returns):
     name = getattr(fn, "__name__", "your function")
     watch = _Watch(_ACTIVE)
     prev = sys.getprofile()
@@ -179,7 +188,7 @@ def call(task: str, fn, *args, **kwargs):
                           "does that") from None
     if outcome is not None:
         _judge_exception(task, name, outcome)
-    if result is None and _never_returns_a_value(fn):
+    if result is None and _returns and _never_returns_a_value(fn):
         raise CheckFailed(f"{task}: `{name}` returned None: did you forget `return`?")
     return result
 
@@ -202,28 +211,21 @@ def _judge_exception(task: str, name: str, exc: BaseException):
 
 
 def _never_returns_a_value(fn) -> bool:
-    """True when no `return <value>` is in the function's code (so None means a forgotten return)."""
-    import ast
-    import inspect
-    import textwrap
+    """True when the function's bytecode has no `return <value>` (so None means a forgotten return)."""
+    import dis
 
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    except (OSError, TypeError, SyntaxError, IndentationError):
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    if code is None or code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
         return False
-    top = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))), None)
-    if top is None or isinstance(top, ast.Lambda):
-        return False
-
-    def walk(node):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-                continue
-            yield child
-            yield from walk(child)
-
-    return not any(isinstance(n, ast.Return) and n.value is not None and not (
-        isinstance(n.value, ast.Constant) and n.value.value is None) for n in walk(top))
+    prev = None
+    for ins in dis.get_instructions(code):
+        if ins.opname == "RETURN_VALUE" and (ins.is_jump_target or not (
+                prev is not None and prev.opname == "LOAD_CONST" and prev.argval is None)):
+            return False
+        if ins.opname == "RETURN_CONST" and ins.argval is not None:
+            return False
+        prev = ins
+    return True
 
 
 def _learner_line(exc: BaseException) -> str:
