@@ -1,20 +1,18 @@
 """Grade a folder of submitted lab notebooks: ``python -m inferopt grade DIR`` (or ``make grade SUBMISSIONS=DIR``).
 
-nbgrader's conventions, without an nbgrader course folder:
+- The lab of a submission is read from its check cells' nbgrader ``grade_id`` (else its file name).
+- The submission is never run as a notebook. Each task is graded in a fresh Python process
+  (``inferopt.labcheck.isolated``) that takes from the submission only the definitions the task
+  needs, by name (the names the worked solution's task cells bind, and what those use), runs the
+  release's own set-up cells, and calls the pristine check from the installed package; the verdict
+  comes back on a channel the learner's code does not write to. A cell that silences errors or
+  replaces a check is never run; the submission's check cells are ignored.
+- Shortcuts (a forbidden package function reached by any name, the checks' own references,
+  ``solutions/``) are caught by what runs, in the task's functions and in the cells that define them.
+- Cells tagged ``live`` never run (no graded task needs an engine); ``--live`` is accepted for old
+  command lines and changes nothing.
 
-- a check cell carries ``metadata.nbgrader = {grade: true, grade_id, points, locked: true, ...}``
-  (see any notebook in ``solutions/``); the grade_id says which lab a submission is;
-- before running, every check cell of a submission is overwritten with the check cell of
-  ``solutions/`` with the same grade_id (nbgrader's OverwriteCells: a learner cannot edit a
-  check into ``pass``; hidden tests between ``### BEGIN HIDDEN TESTS`` / ``### END HIDDEN TESTS``
-  come back this way);
-- each submission runs top to bottom in a fresh kernel (nbclient) with errors allowed, a time
-  limit per cell and per notebook, in a scratch folder; a check cell earns its points when it
-  runs without an error, and its error line (the check's hint) becomes the feedback;
-- cells tagged ``live`` (they start a vLLM engine and carry no points) are skipped unless
-  ``--live`` is given, so a room's worth of notebooks grades in minutes on a laptop.
-
-One broken notebook (not JSON, a kernel that dies, an endless loop) costs only its own rows.
+One broken notebook (not JSON, an endless loop) costs only its own rows.
 Output: a CSV with one row per (student file, lab, task): ``file, lab, task, points,
 max_points, message``, and a short summary printed and written next to it.
 """
@@ -325,7 +323,7 @@ def add_subcommand(subparsers) -> None:
     p.add_argument("--cell-timeout", type=int, default=300, help="seconds per cell (default 300)")
     p.add_argument("--notebook-timeout", type=int, default=900, help="seconds per notebook (default 900)")
     p.add_argument("--live", action="store_true",
-                   help="also run the cells tagged 'live' (they start a vLLM engine; one at a time)")
+                   help="accepted for old command lines; no graded task needs the engine, live cells never run")
     p.set_defaults(func=_cli)
 
 
