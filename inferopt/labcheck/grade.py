@@ -112,7 +112,9 @@ def _error_line(outputs) -> str | None:
 
 
 def prepare(nb: dict, lab: str, labs: dict, live: bool) -> tuple[dict, dict]:
-    """Overwrite the check cells with the release's (nbgrader OverwriteCells); blank the live cells.
+    """Prepare a notebook to run top to bottom in a kernel as a learner would (the check cells of the
+    release, live cells blanked): what tests/test_labs_untouched_fail.py shows a learner sees. Grading
+    does not run notebooks (see ``grade_notebook``).
 
     Returns the notebook to run and {grade_id: cell index} of the checks found in it."""
     checks = labs[lab]["checks"]
@@ -126,7 +128,7 @@ def prepare(nb: dict, lab: str, labs: dict, live: bool) -> tuple[dict, dict]:
             c["source"] = checks[gid][1]
             found[gid] = i
         elif not live and "live" in c.get("metadata", {}).get("tags", []):
-            c["source"] = "# live cell skipped by the grader (python -m inferopt grade --live runs it)"
+            c["source"] = "# live cell skipped (it starts an engine)"
         c["outputs"] = []
         c["execution_count"] = None
     return nb, found
