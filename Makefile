@@ -125,5 +125,14 @@ grade: $(STAMP)
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-of-notebooks [GRADE_OPTS='--live']"; exit 2; }
 	$(BIN)/python -m inferopt grade $(SUBMISSIONS) $(GRADE_OPTS)
 
+## workshops: the course as learners get it, without solutions/ (the committed tree: labs/ but no worked
+## solutions; the grader stays on the instructor's machine). PACK=path.tar.gz to choose the file.
+PACK ?= build/learner-pack.tar.gz
+.PHONY: learner-pack
+learner-pack:
+	@mkdir -p $(dir $(PACK))
+	git archive --format=tar.gz --prefix=inference-course/ -o $(PACK) HEAD -- . ':(exclude)solutions'
+	@echo "wrote $(PACK): the committed course without solutions/ (unpack, then make lab)"
+
 env: $(STAMP)
 	$(BIN)/python -m inferopt env

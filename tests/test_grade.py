@@ -1,9 +1,12 @@
-"""`python -m inferopt grade DIR` grades a folder of five submissions correctly: a worked
-solution, an untouched lab, and three wrong ones (one of them with a check cell edited into a
-fake pass, which the grader overwrites as nbgrader does), plus a file that is not a notebook.
-Labs 1, 2 and 5 only: no engine starts (live cells are skipped by default)."""
+"""`python -m inferopt grade DIR` grades a folder of submissions correctly: a worked solution, an
+untouched lab, three wrong ones (one with a check cell edited into a fake pass), a file that is not
+a notebook, and two tampered untouched labs that must score 0: lab 5 plus a cell that silences every
+error (`get_ipython().set_custom_exc`), lab 2 plus a cell that replaces `inferopt.labcheck.lab2.task*`.
+Each task is graded in a fresh interpreter that takes only the task's definitions from the
+submission (inferopt/labcheck/isolated.py). Labs 1, 2 and 5 only: no engine starts."""
 from __future__ import annotations
 
+import ast
 import csv
 import json
 import re
@@ -31,6 +34,14 @@ def _edit(src_path, dst_path, edits):
     dst_path.write_text(json.dumps(nb), encoding="utf-8")
 
 
+def _add_cell(src_path, dst_path, code):
+    """Copy a notebook and append one code cell (what a learner who wants the points adds)."""
+    nb = json.loads(src_path.read_text(encoding="utf-8"))
+    nb["cells"].append({"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                        "source": code})
+    dst_path.write_text(json.dumps(nb), encoding="utf-8")
+
+
 def test_grade_a_folder_of_five_submissions(tmp_path):
     sub = tmp_path / "submissions"
     sub.mkdir()
@@ -48,6 +59,14 @@ def test_grade_a_folder_of_five_submissions(tmp_path):
           [("    base = max(1, math.ceil(round(target_qps / per_instance_qps, 9)))",
             "    base = int(target_qps // per_instance_qps) + 1")])
     (sub / "finn-lab1.ipynb").write_text("{ this is not a notebook", encoding="utf-8")
+    # the two tampered untouched labs of issue 21: each scored full marks with the in-kernel grader
+    _add_cell(LABS / "lab5-monitoring-alerts.ipynb", sub / "gus-lab5.ipynb",
+              "get_ipython().set_custom_exc((Exception,), lambda *a, **k: None)")
+    _add_cell(LABS / "lab2-memory-calculator.ipynb", sub / "hana-lab2.ipynb",
+              "import inferopt.labcheck.lab2 as _l2\nfrom inferopt import labcheck\n"
+              "for _n in ('task1', 'task2', 'task3'):\n"
+              "    setattr(_l2, _n, lambda ns, **kw: print(f'{_n} passes'))\n"
+              "labcheck.lab2.task1 = lambda ns, **kw: print('Task 1 passes')")
 
     out = tmp_path / "grades.csv"
     proc = subprocess.run([sys.executable, "-m", "inferopt", "grade", str(sub), "--out", str(out),
@@ -64,6 +83,9 @@ def test_grade_a_folder_of_five_submissions(tmp_path):
         ("eli-lab5.ipynb", "lab5-task1"): 2, ("eli-lab5.ipynb", "lab5-task2"): 2, ("eli-lab5.ipynb", "lab5-task3"): 0,
         ("eli-lab5.ipynb", "lab5-task4"): 1,
         ("finn-lab1.ipynb", "lab1-part1"): 0, ("finn-lab1.ipynb", "lab1-part2"): 0, ("finn-lab1.ipynb", "lab1-part3"): 0,
+        ("gus-lab5.ipynb", "lab5-task1"): 0, ("gus-lab5.ipynb", "lab5-task2"): 0, ("gus-lab5.ipynb", "lab5-task3"): 0,
+        ("gus-lab5.ipynb", "lab5-task4"): 0,
+        ("hana-lab2.ipynb", "lab2-task1"): 0, ("hana-lab2.ipynb", "lab2-task2"): 0, ("hana-lab2.ipynb", "lab2-task3"): 0,
     }
     assert got == want, proc.stdout
     msg = {(r["file"], r["task"]): r["message"] for r in rows}
@@ -71,9 +93,56 @@ def test_grade_a_folder_of_five_submissions(tmp_path):
     assert "10^9" in msg[("dara-lab2.ipynb", "lab2-task1")], msg[("dara-lab2.ipynb", "lab2-task1")]
     assert "ceil" in msg[("eli-lab5.ipynb", "lab5-task3")], msg[("eli-lab5.ipynb", "lab5-task3")]
     assert "cannot read the notebook" in msg[("finn-lab1.ipynb", "lab1-part1")]
+    for f, tasks in (("gus-lab5.ipynb", 4), ("hana-lab2.ipynb", 3)):
+        for t in range(1, tasks + 1):
+            key = (f, f"{f.split('-')[1].split('.')[0]}-task{t}")
+            assert "not done yet" in msg[key], msg[key]
     for r in rows:
         assert "\n" not in r["message"] and "Traceback" not in r["message"], r
         if float(r["points"]) < float(r["max_points"]):
             assert not any(re.search(p, r["message"]) for p in ANSWERS), r
     summary = (tmp_path / "grades-summary.txt").read_text(encoding="utf-8")
-    assert "6 submission(s) graded" in summary and "ana-lab1.ipynb" in summary and "7/7" in summary, summary
+    assert "8 submission(s) graded" in summary and "ana-lab1.ipynb" in summary and "7/7" in summary, summary
+
+
+def test_only_the_tasks_definitions_are_taken():
+    """The grader's selection by name: an added cell that binds no task name never runs; a helper
+    the task's function uses comes along; a release name (INCIDENTS) keeps the release's value."""
+    from inferopt.labcheck.isolated import select
+
+    cells = ["get_ipython().set_custom_exc((Exception,), lambda *a, **k: None)",
+             "import inferopt.labcheck.lab1 as L\nL.part2 = lambda ns: None",
+             "import math\ndef _helper(x):\n    return math.floor(x)",
+             "INCIDENTS = {}\nanswers = {}\nanswers['a'] = ('A', _helper(1.5))",
+             "print(answers)"]
+    got = select({"answers"}, {"INCIDENTS", "SLO"}, cells)
+    text = [ast.unparse(s) for s in got]
+    assert text == ["import math", "def _helper(x):\n    return math.floor(x)", "answers = {}",
+                    "answers['a'] = ('A', _helper(1.5))"], text
+
+
+def test_isolated_task_ignores_tampering_and_catches_run_time_shortcuts():
+    """One task graded in a fresh interpreter: the worked solution passes; the same solution with the
+    package captured as a default argument (a shortcut no name test sees) fails as a Shortcut; a
+    function that patches the check's module while the check runs earns nothing."""
+    from inferopt.labcheck import grade
+
+    labs = grade.release_checks()
+    task = next(t for t in grade.release_tasks("lab2", labs) if t["grade_id"] == "lab2-task1")
+    cells = grade.submission_cells(json.loads((SOLUTIONS / "lab2-memory-calculator.ipynb").read_text()))
+    ok, msg = grade.grade_task(task, cells, timeout=120, seed=1)
+    assert ok, msg
+    alias = cells + ["from inferopt.planning import memory as _m\n"
+                     "def kv_bytes_per_token(cfg, kv_bytes, _f=_m.kv_bytes_per_token):\n"
+                     "    return 2 * cfg['num_hidden_layers'] * cfg['num_key_value_heads'] * "
+                     "(cfg['hidden_size'] // cfg['num_attention_heads']) * kv_bytes + 0 * len(str(_f))"]
+    ok, _ = grade.grade_task(task, alias, timeout=120, seed=1)
+    assert ok  # holding a reference is not calling it
+    alias[-1] = alias[-1].replace("+ 0 * len(str(_f))", "+ 0 * _f('llama-3-70b', 1)")
+    ok, msg = grade.grade_task(task, alias, timeout=120, seed=1)
+    assert not ok and msg.startswith("Shortcut") and "kv_bytes_per_token" in msg, msg
+    patch = cells + ["def kv_gb_per_request(cfg, kv_bytes, tokens):\n"
+                     "    import inferopt.labcheck.lab2 as L\n    L.CheckFailed = Exception\n"
+                     "    return kv_bytes_per_token(cfg, kv_bytes) * tokens / 2**30"]
+    ok, msg = grade.grade_task(task, patch, timeout=120, seed=1)
+    assert not ok, msg

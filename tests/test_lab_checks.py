@@ -111,6 +111,16 @@ UNTOUCHED = "untouched"
 WRONG = {
     "lab1-part1": {
         UNTOUCHED: None,
+        # issue 21: shortcuts a name/text test misses, caught by what runs
+        "package_copy": ("import importlib.util, inferopt.diagnosis.decision as _orig_mod\n"
+                         "_spec = importlib.util.spec_from_file_location('my_decision', _orig_mod.__file__)\n"
+                         "_copy = importlib.util.module_from_spec(_spec)\nimport sys as _sys\n_sys.modules['my_decision'] = _copy\n"
+                         "_spec.loader.exec_module(_copy)\n"
+                         "def worst_metric(m, s):\n    return _copy.diagnose(m, s).worst_metric\n"
+                         "def branch_for(m, s):\n    return _copy.diagnose(m, s).branch\n"
+                         "del _orig_mod"),
+        "no_return": ("def branch_for(metrics, slos):\n    failing = set(failing_ratios(metrics, slos))\n"
+                      "    b = next((BRANCH_OF[m] for m in ['oom'] if metrics.get('oom')), None)"),
         "constant": "def worst_metric(m, s):\n    return 'ttft_p95_ms'\ndef branch_for(m, s):\n    return 'A'",
         "package": ("from inferopt.diagnosis.decision import diagnose\n"
                     "def worst_metric(m, s):\n    return diagnose(m, s).worst_metric\n"
@@ -131,6 +141,16 @@ WRONG = {
     },
     "lab1-part2": {
         UNTOUCHED: None,
+        "package_other_cell": ("from inferopt.diagnosis.decision import diagnose as _dg\n"
+                               "def _first(inc):\n"
+                               "    d = _dg(inc['metrics'], inc.get('slos', SLO), inc['workload'], inc['techniques_on'])\n"
+                               "    fix = next(f for f in d.techniques + [a['id'] for a in d.actions]"
+                               " if f not in inc['techniques_on'])\n"
+                               "    return d.branch, fix\n"
+                               "_mine = {n: _first(i) for n, i in INCIDENTS.items()}\n"
+                               "answers = dict(_mine)\n"
+                               "In = ['from inferopt.diagnosis.decision import diagnose as _dg\\n_mine = ...',"
+                               " 'answers = dict(_mine)']"),
         "constant": "answers = {name: ('A', 'prefix_cache') for name in INCIDENTS}",
         "package": ("from inferopt.diagnosis.decision import diagnose\n"
                     "answers = {n: (diagnose(i['metrics'], i.get('slos', SLO), i['workload'], i['techniques_on']).branch,"
@@ -146,6 +166,23 @@ WRONG = {
     },
     "lab2-task1": {
         UNTOUCHED: None,
+        "package_default_arg": ("from inferopt.planning import memory as _mem, model_specs as _ms\n"
+                                "def kv_bytes_per_token(cfg, kv_bytes, _f=_mem.kv_bytes_per_token):\n"
+                                "    return _f(_ms.spec_from_config(dict(cfg, vocab_size=32000)), kv_bytes)[0]\n"
+                                "del _mem"),
+        "reference_of_the_check": ("_g = labcheck.lab2.task1.__globals__\n"
+                                   "_ref_f = _g.get('ref_bytes_per_token') or _g['_ref'].ref_bytes_per_token\n"
+                                   "def kv_bytes_per_token(cfg, kv_bytes):\n    return _ref_f(cfg, kv_bytes)"),
+        "runs_solutions": ("from inferopt.paths import SOLUTIONS as _S\n"
+                           "def kv_bytes_per_token(cfg, kv_bytes):\n"
+                           "    src = (_S / 'lab2-memory-calculator.md').read_text()\n"
+                           "    body = src.split('### BEGIN SOLUTION')[1].split('### END SOLUTION')[0]\n"
+                           "    g = {}\n"
+                           "    exec('def f(cfg, kv_bytes):\\n' + body.rstrip().rstrip('#').rstrip(), g)\n"
+                           "    return g['f'](cfg, kv_bytes)"),
+        "no_return": ("def kv_bytes_per_token(cfg, kv_bytes):\n"
+                      "    head_dim = cfg['hidden_size'] // cfg['num_attention_heads']\n"
+                      "    b = 2 * cfg['num_hidden_layers'] * cfg['num_key_value_heads'] * head_dim * kv_bytes"),
         "constant": "def kv_bytes_per_token(cfg, kv_bytes):\n    return 163840",
         "package": ("from inferopt.planning import memory\n"
                     "def kv_bytes_per_token(cfg, kv_bytes):\n"
@@ -215,6 +252,8 @@ WRONG = {
     },
     "lab3-task3": {
         UNTOUCHED: None,
+        "package_parse_metrics": ("from inferopt.bench.experiments import parse_metrics as _pm\n"
+                                  "def metric_value(text, name):\n    return _pm(text).get(name, 0.0)"),
         "constant": "def metric_value(text, name):\n    return 0.0",
         "prefix": ("def metric_value(text, name):\n    return sum(float(l.rpartition(' ')[2]) for l in text.splitlines()"
                    " if l.startswith(name))"),
@@ -227,6 +266,9 @@ WRONG = {
     },
     "lab3-task4": {
         UNTOUCHED: None,
+        "package_violations": ("def slo_verdict(summary, slo):\n    bad = ' '.join(slo.violations(summary)).lower()\n"
+                               "    return {m: (summary[f'{m}_p{slo.percentile}_ms'], getattr(slo, f'{m}_ms'),"
+                               " m not in bad) for m in ('ttft', 'tpot')}"),
         "constant": "def slo_verdict(summary, slo):\n    return {'ttft': (0, 0, True), 'tpot': (0, 0, True)}",
         "off_by_one": ("def slo_verdict(summary, slo):\n"
                        "    return {m: (summary[f'{m}_p{slo.percentile}_ms'], getattr(slo, f'{m}_ms'),"
@@ -239,6 +281,9 @@ WRONG = {
     },
     "lab4-task1": {
         UNTOUCHED: None,
+        "package_private_path": ("import numpy as _np\n_impl = _np.percentile._implementation\n"
+                                 "def percentile(values, q):\n    return float(_impl(values, q))"),
+        "no_return_percentile": ("def percentile(values, q):\n    v = sorted(values)\n    r = (len(v) - 1) * q / 100"),
         "constant": "def percentile(values, q):\n    return 6.9",
         "package": "import numpy as np\ndef percentile(values, q):\n    return float(np.percentile(values, q))",
         "package_import": "from numpy import percentile as _p\ndef percentile(values, q):\n    return float(_p(values, q))",
@@ -252,6 +297,10 @@ WRONG = {
     },
     "lab4-task2": {
         UNTOUCHED: None,
+        "tpot_strict": ("def goodput_rps(rows, slo, duration_s):\n    good = 0\n    for d in rows:\n"
+                        "        t = tpot_ms(d)\n"
+                        "        good += 1000 * d['ttft_s'] <= slo.ttft_ms and (t is None or t < slo.tpot_ms)\n"
+                        "    return good / duration_s"),
         "constant": "def goodput_rps(rows, slo, duration_s):\n    return 0.5",
         "package": ("from inferopt.bench.metrics import RequestRecord\n"
                     "def goodput_rps(rows, slo, duration_s):\n"
@@ -287,6 +336,8 @@ WRONG = {
     },
     "lab5-task1": {
         UNTOUCHED: None,
+        "severity_critical": ("import copy, json\nmy_rule = dict(my_rule, labels={'severity': 'critical'})\n"
+                              "my_test = json.loads(json.dumps(my_test).replace('\"warning\"', '\"critical\"'))"),
         "unit_percent": "my_rule = dict(my_rule, expr=my_rule['expr'].replace('> 0.9', '> 90'))",
         "formula_at_or_above": "my_rule = dict(my_rule, expr=my_rule['expr'].replace('> 0.9', '>= 0.9'))",
         "no_for": "my_rule = {k: v for k, v in my_rule.items() if k != 'for'}",
@@ -295,6 +346,12 @@ WRONG = {
     },
     "lab5-task2": {
         UNTOUCHED: None,
+        "fixed_tolerance": ("def impossible_rows(table, output_tokens, tolerance=0.2):\n"
+                            "    return [r['concurrency'] for r in table if abs(in_flight(r['qps'], r['ttft_mean_ms'],"
+                            " r['tpot_mean_ms'], output_tokens) / r['concurrency'] - 1) > 0.2]"),
+        "ratio_upside_down": ("def impossible_rows(table, output_tokens, tolerance=0.2):\n"
+                              "    return [r['concurrency'] for r in table if abs(r['concurrency'] / in_flight(r['qps'],"
+                              " r['ttft_mean_ms'], r['tpot_mean_ms'], output_tokens) - 1) > tolerance]"),
         "constant": "def in_flight(qps, ttft_ms, tpot_ms, output_tokens):\n    return 64",
         "unit": ("def in_flight(qps, ttft_ms, tpot_ms, output_tokens):\n"
                  "    return qps * (ttft_ms + (output_tokens - 1) * tpot_ms)"),
@@ -323,6 +380,16 @@ WRONG = {
     },
     "lab5-task4": {
         UNTOUCHED: None,
+        "round_whole": ("def step_decision(readings, last_step):\n"
+                        "    for g in readings:\n"
+                        "        v = g['value']\n"
+                        "        if v is None or math.isnan(v):\n            return 'roll back'\n"
+                        "        if not (v < g['threshold'] if g['pass_if'] == 'below' else round(v) == g['threshold']):\n"
+                        "            return 'roll back'\n"
+                        "    return 'done' if last_step else 'promote'"),
+        "done_despite_failing": ("_right = step_decision\n"
+                                 "def step_decision(readings, last_step):\n"
+                                 "    return 'done' if last_step else _right(readings, last_step)"),
         "constant": "def step_decision(readings, last_step):\n    return 'promote'",
         "package": ("from inferopt.monitoring.alerts import gate_passes\n"
                     "def step_decision(readings, last_step):\n"
@@ -353,6 +420,15 @@ WRONG = {
                        "    d = _right(readings, last_step)\n"
                        "    return 'promote' if d == 'done' else d"),
     },
+}
+
+# kinds whose point is the wording of the one line (issue 21): a fragment it must contain
+MESSAGE = {
+    ("lab1-part1", "no_return"): "forget `return`",
+    ("lab2-task1", "no_return"): "forget `return`",
+    ("lab4-task1", "no_return_percentile"): "forget `return`",
+    ("lab5-task4", "done_despite_failing"): "failing gate rolls back at the last step",
+    ("lab5-task1", "severity_critical"): "severity `warning`",
 }
 
 CHECKS = check_functions()
@@ -406,8 +482,11 @@ def test_wrong_submission_is_rejected(gid, kind):
     assert "\n" not in msg and len(msg) < 1500, msg  # one line
     if kind == UNTOUCHED:
         assert isinstance(err.value, NotDone) and "not done yet" in msg, msg
-    if kind.startswith("package"):
+    if kind.startswith(("package", "reference_of", "runs_solutions")):
         assert isinstance(err.value, Shortcut) and "write it yourself" in msg, msg
+    if (gid, kind) in MESSAGE:
+        assert MESSAGE[(gid, kind)] in msg, msg
+    assert not re.search(r"(?<![\d.])1(\.0+)?x too", msg), msg
     _assert_no_answer(lab, msg + "\n" + buf.getvalue())
 
 
@@ -438,6 +517,7 @@ def test_references_agree_with_the_package():
 
     from inferopt.bench.experiments import parse_metrics
     from inferopt.bench.metrics import SLO, RequestRecord, max_level_meeting, summarize
+    from inferopt.labcheck import _references as _ref
     from inferopt.labcheck import lab2, lab3, lab4
     from inferopt.planning import memory
     from inferopt.planning.capacity import plan_instances
@@ -445,33 +525,98 @@ def test_references_agree_with_the_package():
     smol = lab2.model_cfg("smollm2-135m-instruct")
     for gib, mml in ((0.5, 1536), (1.0, 2048), (0.25, 1000)):
         want = memory.cpu_engine_prediction(kv_cache_gib=gib, max_model_len=mml)
-        tokens, conc = lab2.ref_prediction(smol, 4, int(gib * 2**30), mml)
+        tokens, conc = _ref.ref_prediction(smol, 4, int(gib * 2**30), mml)
         assert (tokens, conc) == (want.kv_cache_tokens, want.max_concurrency)
-    assert lab2.ref_bytes_per_token(lab2.model_cfg("llama-3-70b"), 1) == memory.kv_bytes_per_request(
+    assert _ref.ref_bytes_per_token(lab2.model_cfg("llama-3-70b"), 1) == memory.kv_bytes_per_request(
         "llama-3-70b", 1, kv_dtype="fp8")
     r = labcheck.rng(SEED)
     for _ in range(20):
         text, names = lab3.random_exposition(r)
         parsed = parse_metrics(text)
         for n in names:
-            assert abs(lab3.ref_metric_value(text, n) - parsed.get(n, 0.0)) < 1e-6 * max(1, parsed.get(n, 0.0))
+            assert abs(_ref.ref_metric_value(text, n) - parsed.get(n, 0.0)) < 1e-6 * max(1, parsed.get(n, 0.0))
         slo = SLO(ttft_ms=r.choice([300, 800]), tpot_ms=r.choice([50, 120]))
         rows = [lab4.random_record(r) for _ in range(12)]
         recs = [RequestRecord.from_dict(dict(d, request_id=0, start_s=0.0, itl_s=[], error=None)) for d in rows]
         s = summarize(recs, duration_s=10.0, slo=slo)
-        assert abs(lab4.ref_goodput(rows, slo, 10.0) - s["goodput_rps"]) < 1e-12
-        assert abs(np.percentile([lab4.ref_tpot_ms(d) for d in rows if lab4.ref_tpot_ms(d) is not None], 95)
+        assert abs(_ref.ref_goodput(rows, slo, 10.0) - s["goodput_rps"]) < 1e-12
+        assert abs(np.percentile([_ref.ref_tpot_ms(d) for d in rows if _ref.ref_tpot_ms(d) is not None], 95)
                    - s["tpot_p95_ms"]) < 1e-6
         sums = lab4.random_summaries(r, slo)
-        assert lab4.ref_max_concurrency(sums, slo) == max_level_meeting(sums, slo)
+        assert _ref.ref_max_concurrency(sums, slo) == max_level_meeting(sums, slo)
     from inferopt.labcheck import lab5
     from inferopt.monitoring.alerts import gate_passes
 
     for _ in range(300):       # the canary check's reference decides as the package's gates do
         readings, last = lab5.random_readings(r), r.random() < 0.5
         ok = all(gate_passes(g, g["value"]) for g in readings)
-        assert lab5.ref_step_decision(readings, last) == (("done" if last else "promote") if ok else "roll back")
+        assert _ref.ref_step_decision(readings, last) == (("done" if last else "promote") if ok else "roll back")
     for target, per in ((200, 50), (200, 71.5), (7, 3)):
         p = plan_instances(target, per, 1, "N+1", 8)
-        from inferopt.labcheck.lab5 import ref_instances
+        from inferopt.labcheck._references import ref_instances
         assert ref_instances(target, per, 1, 1, 8) == (p.base_instances, p.instances, p.gpus)
+
+
+def test_references_are_not_importable_from_the_lab_modules():
+    """`from inferopt.labcheck.labN import ref_...` finds nothing (the references live in a private
+    module; a learner function that calls them anyway is a Shortcut: see `reference_of_the_check`)."""
+    import importlib
+
+    for lab in ("lab1", "lab2", "lab3", "lab4", "lab5"):
+        mod = importlib.import_module(f"inferopt.labcheck.{lab}")
+        assert not [n for n in vars(mod) if n.startswith("ref_")], lab
+        with pytest.raises(ImportError):
+            exec(f"from inferopt.labcheck.{lab} import ref_tpot_ms, ref_bytes_per_token, ref_instances", {})
+
+
+# Right answers in other honest spellings: each was rejected before issue 21.
+RIGHT_OTHER_TYPES = {
+    "lab2-task2": ("import numpy as _np\n_fit = requests_that_fit\n"
+                   "def requests_that_fit(capacity_gb, gb_per_request):\n    return _np.int64(_fit(capacity_gb, gb_per_request))\n"
+                   "requests_in_520_gb = _np.int64(requests_in_520_gb)"),
+    "lab2-task1": ("import numpy as _np\n_kv = kv_bytes_per_token\n"
+                   "def kv_bytes_per_token(cfg, kv_bytes):\n    return _np.int64(_kv(cfg, kv_bytes))"),
+    "lab2-task3": ("import numpy as _np\n_ep = engine_prediction\n"
+                   "def engine_prediction(*a, **k):\n    t, c = _ep(*a, **k)\n    return _np.int64(t), _np.float64(c)\n"
+                   "predicted_tokens = _np.int64(predicted_tokens)"),
+    "lab5-task1": "my_rule = dict(my_rule, **{'for': '120s'})",
+}
+
+
+@pytest.mark.parametrize("gid", sorted(RIGHT_OTHER_TYPES))
+def test_right_answer_in_another_type_passes(gid):
+    lab, fn, _ = CHECKS[gid]
+    ns = namespace(lab)
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(compile(RIGHT_OTHER_TYPES[gid], f"<right {gid}>", "exec"), ns)
+    assert "passes" in run_check(lab, fn, ns)
+
+
+def test_ratio_hints_never_say_1x():
+    from inferopt.labcheck import ratio_hint
+
+    for got, want in ((100.0000001, 100), (99.99999, 100), (1000.4, 1000)):
+        text = ratio_hint(got, want, "your value", {1: "multiply by the bytes of one number"})
+        assert "1x" not in text and "1.0x" not in text and "bytes of one number" not in text, text
+    assert "2x too large" in ratio_hint(200, 100, "your value")
+    assert "forget `return`" in ratio_hint(None, 100, "your value")
+
+
+def test_boundary_cases_are_in_every_run():
+    """Whatever the seed, each generated set holds values on, just under and just over its thresholds."""
+    from inferopt.labcheck import lab1, lab5
+
+    cases = lab1.boundary_cases()
+    assert any(m.get("ttft_p95_ms") == s["ttft_p95_ms"] for m, s in cases)
+    assert any(m.get("throughput_tok_s", 0) < s.get("throughput_tok_s", 0) for m, s in cases)
+    r = labcheck.rng(None)
+    table = lab5.boundary_table(r, 150, 0.1)
+    implied = sorted(_ref_implied(row, 150) for row in table)
+    assert any(1.1 < x < 1.13 for x in implied) and any(1.07 < x < 1.1 for x in implied)
+    assert any(v == 0.4 for spec, *_ in lab5.PROBES for *_, v in spec)
+
+
+def _ref_implied(row, n):
+    from inferopt.labcheck import _references as _ref
+
+    return _ref.ref_in_flight(row["qps"], row["ttft_mean_ms"], row["tpot_mean_ms"], n) / row["concurrency"]

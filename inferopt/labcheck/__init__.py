@@ -19,9 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import inspect
 import io
+import numbers
+import os
 import random
 import sys
+from pathlib import Path
 
 from inferopt.errors import CourseError
 
@@ -65,12 +69,33 @@ def need_callable(ns: dict, task: str, *names: str):
     return values[0] if len(values) == 1 else values
 
 
+def is_real(v) -> bool:
+    """A real number of any kind (int, float, numpy's int64/float32, Fraction...), not a bool."""
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def is_whole(v) -> bool:
+    """A whole number of any integer type (int, numpy's int64...), not a bool."""
+    return isinstance(v, numbers.Integral) and is_real(v)
+
+
 def need_number(ns: dict, task: str, name: str, kind=(int, float)):
     v = need(ns, task, name)
-    if isinstance(v, bool) or not isinstance(v, kind):
-        want = "an int" if kind is int else "a number"
+    whole = kind is int
+    if v is None:
+        raise CheckFailed(f"{task}: `{name}` is None: did you forget `return` in the function that computes it?")
+    if not (is_whole(v) if whole else is_real(v)):
+        want = "a whole number" if whole else "a number"
         raise CheckFailed(f"{task}: `{name}` should be {want}, got {type(v).__name__}")
     return v
+
+
+def not_a_number(task: str, what: str, got, whole: bool = False):
+    """One line for a value that should be a number and is not (None: a forgotten `return`)."""
+    if got is None:
+        return CheckFailed(f"{task}: {what} is None: did you forget `return`?")
+    want = "a whole number (an int)" if whole else "a number"
+    return CheckFailed(f"{task}: {what} should be {want}, got {type(got).__name__}")
 
 
 def _raiser(what: str, hint: str):
@@ -90,6 +115,7 @@ def forbid(ns: dict | None, targets, hint: str = "the check runs your code witho
     so ``from numpy import percentile`` does not get around it.
     """
     saved = []  # (owner, name, old, is_dict)
+    added = {}  # the originals' code objects, for the profiler of `call`
     try:
         for mod_name, attr in targets:
             owner = importlib.import_module(mod_name)
@@ -97,6 +123,11 @@ def forbid(ns: dict | None, targets, hint: str = "the check runs your code witho
             for p in parts[:-1]:
                 owner = getattr(owner, p)
             old = getattr(owner, parts[-1])
+            if getattr(old, "__forbidden__", None):  # nested forbid of the same target
+                continue
+            code = code_of(old)
+            if code is not None:
+                added[code] = f"{mod_name}.{attr}"
             repl = _raiser(f"{mod_name}.{attr}", hint)
             saved.append((owner, parts[-1], old, False))
             setattr(owner, parts[-1], repl)
@@ -105,8 +136,11 @@ def forbid(ns: dict | None, targets, hint: str = "the check runs your code witho
                     if v is old and not (k.startswith("__") and k.endswith("__")):
                         saved.append((ns, k, old, True))
                         ns[k] = repl
+        _ACTIVE.append(added)
         yield
     finally:
+        if _ACTIVE and _ACTIVE[-1] is added:
+            _ACTIVE.pop()
         for owner, name, old, is_dict in reversed(saved):
             if is_dict:
                 owner[name] = old
@@ -115,21 +149,83 @@ def forbid(ns: dict | None, targets, hint: str = "the check runs your code witho
 
 
 def call(task: str, fn, *args, **kwargs):
-    """Call a learner's function; turn a stub, a shortcut or a crash into one clear line."""
+    """Call a learner's function; turn a stub, a shortcut or a crash into one clear line.
+
+    While the function runs, a profiler (``sys.setprofile``) watches every Python function it calls:
+    a call into a function the active ``forbid`` block names (found by its code object, or by the
+    same bytecode when it is a copy loaded from elsewhere), into this package's own checking code
+    (``inferopt/labcheck``: the checks and their references) or into code loaded from ``solutions/``
+    is a shortcut, whatever name, alias, default argument or module path it was reached through.
+    Opening a file under ``solutions/`` while it runs is one too (an audit hook)."""
+    return _call(task, fn, args, kwargs, True)
+
+
+def call_void(task: str, fn, *args, **kwargs):
+    """``call`` for a function whose job is a side effect (a callback): None is its normal result."""
+    return _call(task, fn, args, kwargs, False)
+
+
+def _call(task, fn, args, kwargs, _returns):
     name = getattr(fn, "__name__", "your function")
+    watch = _Watch(_ACTIVE)
+    prev = sys.getprofile()
+    outcome, result = None, None
     try:
-        return fn(*args, **kwargs)
-    except NotImplementedError:
+        guard_solutions(True)
+        sys.setprofile(watch)
+        try:
+            result = fn(*args, **kwargs)
+        finally:
+            kept = sys.getprofile() is watch
+            sys.setprofile(prev)
+            guard_solutions(False)
+    except BaseException as exc:
+        outcome = exc
+    if watch.hits:
+        raise Shortcut(f"{task}: `{name}` calls {watch.hits[0]} instead of computing it: write it yourself") from None
+    if outcome is None and not kept:
+        raise CheckFailed(f"{task}: `{name}` changed the interpreter's profiler; the check cannot judge code that "
+                          "does that") from None
+    if outcome is not None:
+        _judge_exception(task, name, outcome)
+    if result is None and _returns and _never_returns_a_value(fn):
+        raise CheckFailed(f"{task}: `{name}` returned None: did you forget `return`?")
+    return result
+
+
+def _judge_exception(task: str, name: str, exc: BaseException):
+    if isinstance(exc, NotImplementedError):
         raise NotDone(f"{task} is not done yet: `{name}` still raises NotImplementedError; write its body") from None
-    except CourseError as exc:
+    if isinstance(exc, CourseError):
         if str(exc).startswith("write it yourself"):
             raise Shortcut(f"{task}: `{name}` calls the package instead of computing it: {exc}") from None
         raise CheckFailed(f"{task}: `{name}` raised CourseError: {exc}") from None
-    except CheckFailed:
-        raise
-    except Exception as exc:
-        where = _learner_line(exc)
-        raise CheckFailed(f"{task}: `{name}` raised {type(exc).__name__}: {exc}{where}") from None
+    if isinstance(exc, CheckFailed):
+        raise exc
+    if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: not the learner's answer
+        raise exc
+    where = _learner_line(exc)
+    if isinstance(exc, TypeError) and "NoneType" in str(exc):
+        where += " (a function without `return` gives None: did you forget `return` somewhere?)"
+    raise CheckFailed(f"{task}: `{name}` raised {type(exc).__name__}: {exc}{where}") from None
+
+
+def _never_returns_a_value(fn) -> bool:
+    """True when the function's bytecode has no `return <value>` (so None means a forgotten return)."""
+    import dis
+
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    if code is None or code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+        return False
+    prev = None
+    for ins in dis.get_instructions(code):
+        if ins.opname == "RETURN_VALUE" and (ins.is_jump_target or not (
+                prev is not None and prev.opname == "LOAD_CONST" and prev.argval is None)):
+            return False
+        if ins.opname == "RETURN_CONST" and ins.argval is not None:
+            return False
+        prev = ins
+    return True
 
 
 def _learner_line(exc: BaseException) -> str:
@@ -151,16 +247,120 @@ def quiet():
 
 
 def ratio_hint(got: float, want: float, quantity: str, known: dict | None = None) -> str:
-    """'X is 2.00x too large' plus the hint for a known factor (e.g. {2: 'a key AND a value'})."""
+    """'X is 2x too large' plus the hint for a known factor (e.g. {2: 'a key AND a value'}).
+
+    A factor is shown only when it says something: a value within 0.1 % of the right one is
+    called close (rounding, or a small term left out), never "1x too large"."""
+    if not is_real(got):
+        return f"{quantity} should be a number, got {'None (did you forget `return`?)' if got is None else type(got).__name__}"
     if want == 0 or got == 0:
         return f"{quantity} is {'zero' if got == 0 else 'not zero'} where it should not be"
-    r = got / want
+    r = float(got) / want
+    if r < 0:
+        return f"{quantity} has the wrong sign"
     for factor, why in (known or {}).items():
+        if factor == 1:
+            continue
         for f, word in ((factor, "large"), (1 / factor, "small")):
             if abs(r - f) < 1e-6 * max(1.0, abs(f)):
-                return f"{quantity} is {max(r, 1 / r):.3g}x too {word}: {why}"
+                return f"{quantity} is {_factor(max(r, 1 / r))} too {word}: {why}"
     word = "large" if r > 1 else "small"
-    return f"{quantity} is {max(r, 1 / r):.3g}x too {word} on a case the check made up"
+    if abs(r - 1) < 1e-3:
+        return (f"{quantity} is a little too {word} (by {abs(r - 1):.1e} of its size) on a case the check made up: "
+                "look for early rounding or a small term left out")
+    return f"{quantity} is {_factor(max(r, 1 / r))} too {word} on a case the check made up"
+
+
+def _factor(x: float) -> str:
+    text = f"{x:.3g}"
+    return f"{text}x" if text not in ("1", "1.0", "1.00") else f"{x:.6f}x"
+
+
+# ---- what the learner's code may not call (see `call`) -------------------------------------------------
+LABCHECK_DIR = str(Path(__file__).resolve().parent)
+_ACTIVE: list = []  # stack of {code object: "module.attr"} from the active `forbid` blocks
+
+
+def code_of(obj):
+    """The code object behind a function, method, numpy dispatcher or decorated function (None if none)."""
+    obj = getattr(obj, "_implementation", obj)  # numpy's array-function dispatchers
+    try:
+        obj = inspect.unwrap(obj)
+    except ValueError:
+        pass
+    obj = getattr(obj, "__func__", obj)
+    return getattr(obj, "__code__", None)
+
+
+def _solutions_dir() -> str | None:
+    try:
+        from inferopt.paths import SOLUTIONS
+        return str(Path(SOLUTIONS).resolve())
+    except Exception:
+        return None
+
+
+class _Watch:
+    """A profile function: records calls into forbidden code while the learner's function runs."""
+
+    def __init__(self, active):
+        self.codes, self.copies = {}, {}
+        for block in active:
+            for code, label in block.items():
+                self.codes[code] = label
+                self.copies[(code.co_name, code.co_code)] = label
+        self.hits: list[str] = []
+        self.solutions = _solutions_dir()
+        self._seen: dict = {}
+
+    def __call__(self, frame, event, arg):
+        if event != "call":
+            return
+        code = frame.f_code
+        verdict = self._seen.get(code)
+        if verdict is None:
+            verdict = self._judge(code)
+            self._seen[code] = verdict
+        if verdict and (not self.hits or self.hits[-1] != verdict):
+            self.hits.append(verdict)
+
+    def _judge(self, code) -> str:
+        label = self.codes.get(code) or self.copies.get((code.co_name, code.co_code))
+        if label:
+            return label
+        fname = code.co_filename
+        if fname.startswith(LABCHECK_DIR) and code.co_name not in ("forbidden", "_audit", "_solutions_dir") \
+                and not fname.endswith("isolated.py"):  # the grading process's own frames
+            return f"the lab's own checking code (inferopt.labcheck: {code.co_name})"
+        if self.solutions and fname.startswith(self.solutions):
+            return "code from solutions/"
+        return ""
+
+
+_OPEN_GUARD = {"on": 0}
+
+
+def _audit(event, args):
+    if event != "open" or not _OPEN_GUARD["on"] or not args or not isinstance(args[0], (str, bytes, os.PathLike)):
+        return
+    sol = _solutions_dir()
+    try:
+        path = os.path.realpath(os.fsdecode(args[0]))
+    except (TypeError, ValueError):
+        return
+    if sol and path.startswith(sol + os.sep):
+        raise CourseError("write it yourself: the worked solutions (solutions/) are not for the check's runs")
+
+
+_AUDIT_ADDED = {"done": False}
+
+
+def guard_solutions(on: bool) -> None:
+    """Refuse to open files under solutions/ while on (an audit hook, added once per process)."""
+    if not _AUDIT_ADDED["done"]:
+        sys.addaudithook(_audit)
+        _AUDIT_ADDED["done"] = True
+    _OPEN_GUARD["on"] += 1 if on else -1
 
 
 def passed(msg: str) -> None:

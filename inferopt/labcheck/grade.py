@@ -1,20 +1,18 @@
 """Grade a folder of submitted lab notebooks: ``python -m inferopt grade DIR`` (or ``make grade SUBMISSIONS=DIR``).
 
-nbgrader's conventions, without an nbgrader course folder:
+- The lab of a submission is read from its check cells' nbgrader ``grade_id`` (else its file name).
+- The submission is never run as a notebook. Each task is graded in a fresh Python process
+  (``inferopt.labcheck.isolated``) that takes from the submission only the definitions the task
+  needs, by name (the names the worked solution's task cells bind, and what those use), runs the
+  release's own set-up cells, and calls the pristine check from the installed package; the verdict
+  comes back on a channel the learner's code does not write to. A cell that silences errors or
+  replaces a check is never run; the submission's check cells are ignored.
+- Shortcuts (a forbidden package function reached by any name, the checks' own references,
+  ``solutions/``) are caught by what runs, in the task's functions and in the cells that define them.
+- Cells tagged ``live`` never run (no graded task needs an engine); ``--live`` is accepted for old
+  command lines and changes nothing.
 
-- a check cell carries ``metadata.nbgrader = {grade: true, grade_id, points, locked: true, ...}``
-  (see any notebook in ``solutions/``); the grade_id says which lab a submission is;
-- before running, every check cell of a submission is overwritten with the check cell of
-  ``solutions/`` with the same grade_id (nbgrader's OverwriteCells: a learner cannot edit a
-  check into ``pass``; hidden tests between ``### BEGIN HIDDEN TESTS`` / ``### END HIDDEN TESTS``
-  come back this way);
-- each submission runs top to bottom in a fresh kernel (nbclient) with errors allowed, a time
-  limit per cell and per notebook, in a scratch folder; a check cell earns its points when it
-  runs without an error, and its error line (the check's hint) becomes the feedback;
-- cells tagged ``live`` (they start a vLLM engine and carry no points) are skipped unless
-  ``--live`` is given, so a room's worth of notebooks grades in minutes on a laptop.
-
-One broken notebook (not JSON, a kernel that dies, an endless loop) costs only its own rows.
+One broken notebook (not JSON, an endless loop) costs only its own rows.
 Output: a CSV with one row per (student file, lab, task): ``file, lab, task, points,
 max_points, message``, and a short summary printed and written next to it.
 """
@@ -114,7 +112,9 @@ def _error_line(outputs) -> str | None:
 
 
 def prepare(nb: dict, lab: str, labs: dict, live: bool) -> tuple[dict, dict]:
-    """Overwrite the check cells with the release's (nbgrader OverwriteCells); blank the live cells.
+    """Prepare a notebook to run top to bottom in a kernel as a learner would (the check cells of the
+    release, live cells blanked): what tests/test_labs_untouched_fail.py shows a learner sees. Grading
+    does not run notebooks (see ``grade_notebook``).
 
     Returns the notebook to run and {grade_id: cell index} of the checks found in it."""
     checks = labs[lab]["checks"]
@@ -128,7 +128,7 @@ def prepare(nb: dict, lab: str, labs: dict, live: bool) -> tuple[dict, dict]:
             c["source"] = checks[gid][1]
             found[gid] = i
         elif not live and "live" in c.get("metadata", {}).get("tags", []):
-            c["source"] = "# live cell skipped by the grader (python -m inferopt grade --live runs it)"
+            c["source"] = "# live cell skipped (it starts an engine)"
         c["outputs"] = []
         c["execution_count"] = None
     return nb, found
@@ -167,8 +167,74 @@ def _run(nb: dict, workdir: Path, cell_timeout: int, notebook_timeout: int) -> t
     return json.loads(nbformat.writes(node)), problem
 
 
+CHECK_CALL = re.compile(r"labcheck\.(lab\d)\.(\w+)\(globals\(\)\)")
+
+
+def release_tasks(lab: str, labs: dict) -> list[dict]:
+    """For each check of a lab's release notebook: the check to call and the release's code cells before it."""
+    nb = json.loads(Path(labs[lab]["path"]).read_text(encoding="utf-8"))
+    cells, tasks = [], []
+    for c in nb.get("cells", []):
+        if c.get("cell_type") != "code":
+            continue
+        src = _source(c)
+        meta = c.get("metadata", {})
+        if meta.get("nbgrader", {}).get("grade"):
+            m = CHECK_CALL.search(src)
+            if not m:
+                raise CourseError(f"{labs[lab]['path'].name}: check {meta['nbgrader'].get('grade_id')} does not call "
+                                  "labcheck.labN.<check>(globals()); fix the solution notebook")
+            tasks.append({"grade_id": meta["nbgrader"]["grade_id"], "lab": m.group(1), "check": m.group(2),
+                          "release_cells": list(cells)})
+        elif "live" not in meta.get("tags", []):
+            cells.append({"source": src, "solution": "### BEGIN SOLUTION" in src})
+    return tasks
+
+
+def submission_cells(nb: dict) -> list[str]:
+    """The submission's code cells the grader reads definitions from: not its check cells, not live ones."""
+    return [_source(c) for c in nb.get("cells", []) if c.get("cell_type") == "code"
+            and not c.get("metadata", {}).get("nbgrader", {}).get("grade")
+            and "live" not in c.get("metadata", {}).get("tags", [])]
+
+
+def grade_task(task: dict, cells: list[str], *, timeout: int = 300, seed=None) -> tuple[bool, str]:
+    """Run one task's pristine check in a fresh interpreter on the submission's definitions (see
+    ``inferopt.labcheck.isolated``). Returns (passed, one-line message)."""
+    import secrets
+    import subprocess
+    import sys
+
+    token = secrets.token_hex(16)
+    job = {"token": token, "lab": task["lab"], "check": task["check"], "task": task["grade_id"],
+           "release_cells": task["release_cells"], "submission_cells": cells, "seed": seed}
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    env.pop("PYTHONSTARTUP", None)
+    with tempfile.TemporaryDirectory(prefix="inferopt-grade-") as tmp:
+        try:
+            proc = subprocess.run([sys.executable, "-B", "-m", "inferopt.labcheck.isolated"],
+                                  input=json.dumps(job), capture_output=True, text=True, timeout=timeout, cwd=tmp,
+                                  env=env, start_new_session=True, check=False)
+        except subprocess.TimeoutExpired:
+            return False, f"stopped: the task ran past its time limit ({timeout} s)"
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(token + " ")]
+    if not lines:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return False, f"stopped: the grading process ended without a verdict ({tail[:200]})"
+    verdict = json.loads(lines[-1][len(token) + 1:])
+    msg = _ANSI.sub("", verdict.get("message", "")).replace("\n", " ").strip()
+    if verdict.get("error") and verdict["status"] != "passed":
+        msg = f"{verdict['error']}: {msg}"
+    msg = msg if len(msg) <= 400 else msg[:397] + "..."
+    return verdict.get("status") == "passed", msg
+
+
 def grade_notebook(path: Path, labs: dict, *, cell_timeout: int = 300, notebook_timeout: int = 900,
                    live: bool = False, name: str | None = None) -> Submission:
+    """Grade one submission, task by task, each in a fresh interpreter (``grade_task``).
+
+    ``live`` is accepted for old command lines; no graded task needs the engine, so live cells never run."""
     name = name or path.name
     start = time.monotonic()
     try:
@@ -187,22 +253,19 @@ def grade_notebook(path: Path, labs: dict, *, cell_timeout: int = 300, notebook_
     lab = identify_lab(nb, name, labs)
     if lab is None:
         return Submission(name, "?", [Row(name, "?", "-", 0, 0, "not a course lab: no check cells and no labN in the name")])
-    nb, found = prepare(nb, lab, labs, live)
-    with tempfile.TemporaryDirectory(prefix="inferopt-grade-") as tmp:
-        ran, problem = _run(nb, Path(tmp), cell_timeout, notebook_timeout)
-    sub = Submission(name, lab, seconds=time.monotonic() - start)
-    for gid, (pts, _) in labs[lab]["checks"].items():
-        if gid not in found:
-            sub.rows.append(Row(name, lab, gid, 0, pts, "the check cell was deleted from the notebook"))
+    cells = submission_cells(nb)
+    sub = Submission(name, lab)
+    for task in release_tasks(lab, labs):
+        gid = task["grade_id"]
+        pts = labs[lab]["checks"][gid][0]
+        left = notebook_timeout - (time.monotonic() - start)
+        if left <= 1:
+            sub.rows.append(Row(name, lab, gid, 0, pts, f"stopped: the notebook ran past its time limit "
+                                                        f"({notebook_timeout} s)"))
             continue
-        cell = ran["cells"][found[gid]]
-        err = _error_line(cell.get("outputs", []))
-        if cell.get("execution_count") is None and err is None:
-            sub.rows.append(Row(name, lab, gid, 0, pts, problem or "not run"))
-        elif err is not None:
-            sub.rows.append(Row(name, lab, gid, 0, pts, err))
-        else:
-            sub.rows.append(Row(name, lab, gid, pts, pts, "passed"))
+        ok, msg = grade_task(task, cells, timeout=int(max(1, min(cell_timeout, left))))
+        sub.rows.append(Row(name, lab, gid, pts if ok else 0, pts, "passed" if ok else msg))
+    sub.seconds = time.monotonic() - start
     return sub
 
 
@@ -262,7 +325,7 @@ def add_subcommand(subparsers) -> None:
     p.add_argument("--cell-timeout", type=int, default=300, help="seconds per cell (default 300)")
     p.add_argument("--notebook-timeout", type=int, default=900, help="seconds per notebook (default 900)")
     p.add_argument("--live", action="store_true",
-                   help="also run the cells tagged 'live' (they start a vLLM engine; one at a time)")
+                   help="accepted for old command lines; no graded task needs the engine, live cells never run")
     p.set_defaults(func=_cli)
 
 

@@ -14,20 +14,24 @@ from inferopt.labcheck import (
     CheckFailed,
     call,
     forbid,
+    is_real,
+    is_whole,
     need,
     need_callable,
     need_number,
+    not_a_number,
     passed,
     quiet,
     ratio_hint,
     rng,
 )
+from inferopt.labcheck import _references as _ref
 
 MEMORY = "inferopt.planning.memory"
 FORBIDDEN = [(MEMORY, n) for n in ("kv_bytes_per_token", "kv_bytes_per_request", "calculate",
                                    "cpu_engine_prediction", "engine_prediction", "weight_bytes")]
 GB, GiB = 10**9, 2**30
-CPU_BLOCK = 128
+CPU_BLOCK = _ref.CPU_BLOCK
 
 
 def model_cfg(name: str) -> dict:
@@ -44,22 +48,8 @@ def random_cfg(r) -> dict:
             "hidden_size": heads * head_dim}
 
 
-def ref_bytes_per_token(cfg: dict, kv_bytes: int) -> int:
-    head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]
-    return 2 * cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * head_dim * kv_bytes
-
-
-def ref_prediction(cfg: dict, dtype_bytes: int, budget_bytes: int, max_model_len: int, block_size: int = CPU_BLOCK):
-    head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]
-    block = 2 * block_size * cfg["num_key_value_heads"] * head_dim * dtype_bytes * cfg["num_hidden_layers"]
-    blocks = budget_bytes // block
-    per_request = math.ceil(max_model_len / block_size)
-    conc = blocks / per_request
-    return int(conc * max_model_len), conc
-
-
 def _close(a, b, rel=1e-9) -> bool:
-    return isinstance(a, (int, float)) and not isinstance(a, bool) and abs(a - b) <= rel * max(1.0, abs(b))
+    return is_real(a) and abs(a - b) <= rel * max(1.0, abs(b))
 
 
 def task1(ns: dict, n_cases: int = 200, seed=None) -> None:
@@ -69,13 +59,15 @@ def task1(ns: dict, n_cases: int = 200, seed=None) -> None:
     for _ in range(n_cases):
         cfg, kvb, tokens = random_cfg(r), r.choice([1, 2, 4]), r.choice([512, 1000, 2048, 4096, 8192, 32768])
         heads_ratio = cfg["num_attention_heads"] / cfg["num_key_value_heads"]
-        want = ref_bytes_per_token(cfg, kvb)
+        want = _ref.ref_bytes_per_token(cfg, kvb)
         with forbid(ns, FORBIDDEN), quiet():
             got = call(task, per_token, dict(cfg), kvb)
             got_gb = call(task, per_request, dict(cfg), kvb, tokens)
         case = (f"{cfg['num_hidden_layers']} layers, {cfg['num_attention_heads']} heads, {cfg['num_key_value_heads']} "
                 f"KV heads, hidden {cfg['hidden_size']}, {kvb} byte(s) per number")
         if not _close(got, want):
+            if not is_real(got):
+                raise not_a_number(task, "what kv_bytes_per_token returns", got)
             known = {2: "a token stores a key AND a value vector per layer and KV head",
                      kvb: "multiply by the bytes of one number (kv_bytes)"}
             if heads_ratio != 1:
@@ -97,6 +89,22 @@ def task2(ns: dict, n_cases: int = 300, seed=None) -> None:
     seed_factor = need_number(ns, task, "seed_factor")
     in_520 = need(ns, task, "requests_in_520_gb")
     r = rng(seed)
+    # on the boundary, every run: exact multiples (all whole or halves, so float division is exact),
+    # one request more than fits by a hair, and the last one that fits
+    for cap, per, want in ((520.0, 0.5, 1040), (300.0, 1.5, 200), (7.5, 2.5, 3), (0.25, 0.5, 0), (9.0, 3.0, 3)):
+        with forbid(ns, FORBIDDEN), quiet():
+            got = call(task, fit, cap, per)
+        if not is_whole(got) or got != want:
+            if is_whole(got) and got == want - 1:
+                hint = "when the capacity is an exact multiple, the last request fits too"
+            elif is_whole(got) and got == want + 1:
+                hint = "a request that does not fit whole cannot be served: round down"
+            elif not is_whole(got):
+                raise not_a_number(task, "what requests_that_fit returns", got, whole=True)
+            else:
+                hint = "count how many whole requests fit in the capacity"
+            raise CheckFailed(f"{task}: requests_that_fit({cap}, {per}) is off by {got - want:+d} on a case the "
+                              f"check made up: {hint}")
     for _ in range(n_cases):
         per = round(r.uniform(0.05, 5.0), r.choice([1, 2, 3]))
         cap = round(r.uniform(1, 2000), 1)
@@ -105,20 +113,22 @@ def task2(ns: dict, n_cases: int = 300, seed=None) -> None:
         want = math.floor(cap / per)
         with forbid(ns, FORBIDDEN), quiet():
             got = call(task, fit, cap, per)
-        if isinstance(got, bool) or not isinstance(got, int):
-            raise CheckFailed(f"{task}: requests_that_fit should return a whole number of requests (an int), "
-                              f"got {type(got).__name__}")
+        if not is_whole(got):
+            if is_real(got) and float(got).is_integer():
+                raise CheckFailed(f"{task}: requests_that_fit should return a whole number of requests as an int "
+                                  f"(int(...), math.floor(...)), got {type(got).__name__}")
+            raise not_a_number(task, "what requests_that_fit returns", got, whole=True)
         if got != want:
             hint = ("a request that does not fit whole cannot be served: round down"
                     if got == want + 1 else "count how many whole requests fit in the capacity")
             raise CheckFailed(f"{task}: requests_that_fit({cap}, {per}) is off by {got - want:+d} on a case the "
                               f"check made up: {hint}")
     llama = model_cfg("llama-3-70b")
-    true_gb = ref_bytes_per_token(llama, 1) * 4096 / GB
+    true_gb = _ref.ref_bytes_per_token(llama, 1) * 4096 / GB
     if not _close(seed_factor, 2.5 / true_gb, rel=1e-6):
         raise CheckFailed(f"{task}: seed_factor is not the seed's 2.5 GB divided by the true GB of one 4K "
                           "request (compute it from your Task 1 function, do not type it)")
-    if in_520 != math.floor(520 / true_gb):
+    if not is_whole(in_520) or in_520 != math.floor(520 / true_gb):
         raise CheckFailed(f"{task}: requests_in_520_gb is not what requests_that_fit gives for 520 GB and one 4K "
                           "request of Llama-3-70B with an FP8 cache")
     passed(f"Task 2 passes: requests_that_fit is right on {n_cases} cases made up just now; seed_factor and "
@@ -138,7 +148,7 @@ def task3(ns: dict, n_cases: int = 200, seed=None, announce: bool = True) -> Non
         mml = r.choice([r.randint(200, 8192), 128 * r.randint(2, 64)])
         per_req = math.ceil(mml / CPU_BLOCK)
         budget = block * r.randint(per_req, 40 * per_req) + r.randint(0, block - 1)
-        want_t, want_c = ref_prediction(cfg, dtype_bytes, budget, mml)
+        want_t, want_c = _ref.ref_prediction(cfg, dtype_bytes, budget, mml)
         with forbid(ns, FORBIDDEN), quiet():
             got = call(task, predict, dict(cfg), dtype_bytes, budget, mml)
         if not (isinstance(got, (tuple, list)) and len(got) == 2):
@@ -157,18 +167,19 @@ def task3(ns: dict, n_cases: int = 200, seed=None, announce: bool = True) -> Non
                                   {2: "one block holds keys AND values", dtype_bytes: "use the dtype's bytes",
                                    CPU_BLOCK: "a block holds 128 tokens"})
             raise CheckFailed(f"{task}: max concurrency is wrong for a model the check made up ({case}): {hint}")
-        if isinstance(got_t, bool) or not isinstance(got_t, int) or got_t != want_t:
-            if isinstance(got_t, int) and got_t == (budget // block) * CPU_BLOCK and got_t != want_t:
+        if not is_whole(got_t) or got_t != want_t:
+            if is_whole(got_t) and got_t == (budget // block) * CPU_BLOCK and got_t != want_t:
                 hint = ("that is blocks x 128; vLLM logs int(max concurrency x max_model_len), which differs when "
                         "max_model_len is not a multiple of 128")
-            elif not isinstance(got_t, int) or isinstance(got_t, bool):
-                hint = f"it should be an int (vLLM logs whole tokens), got {type(got_t).__name__}"
+            elif not is_whole(got_t):
+                hint = ("it is None: did you forget `return`?" if got_t is None else
+                        f"it should be a whole number (vLLM logs whole tokens), got {type(got_t).__name__}")
             else:
                 hint = f"off by {got_t - want_t:+,} tokens: the log line is int(max concurrency x max_model_len)"
             raise CheckFailed(f"{task}: KV cache tokens are wrong ({case}): {hint}")
     smol = model_cfg("smollm2-135m-instruct")
-    want_t, want_c = ref_prediction(smol, 4, 536_870_912, 1536)
-    if tokens != want_t or not isinstance(tokens, int):
+    want_t, want_c = _ref.ref_prediction(smol, 4, 536_870_912, 1536)
+    if not is_whole(tokens) or tokens != want_t:
         raise CheckFailed(f"{task}: predicted_tokens is not what your engine_prediction gives for SmolLM2 "
                           "(float32 = 4 bytes, 0.5 GiB budget, max_model_len 1536)")
     if not _close(conc, round(want_c, 2)):

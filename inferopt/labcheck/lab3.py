@@ -13,32 +13,20 @@ from inferopt.labcheck import (
     CheckFailed,
     NotDone,
     call,
+    call_void,
     forbid,
+    is_real,
     need,
     need_callable,
+    not_a_number,
     passed,
     quiet,
     ratio_hint,
     rng,
 )
+from inferopt.labcheck import _references as _ref
 
-DROP = {"--tensor-parallel-size", "--gpu-memory-utilization", "--port", "--kv-cache-dtype"}
-SCALE = {"--max-num-batched-tokens": "2048", "--max-num-seqs": "16"}
-
-
-def ref_cpu_flags(flags):
-    out, i = [], 0
-    while i < len(flags):
-        f = flags[i]
-        has_value = i + 1 < len(flags) and not flags[i + 1].startswith("--")
-        value = flags[i + 1] if has_value else None
-        i += 2 if has_value else 1
-        if f in DROP:
-            continue
-        out.append(f)
-        if has_value:
-            out.append(SCALE.get(f, value))
-    return out
+DROP, SCALE = _ref.DROP, _ref.SCALE
 
 
 def random_flags(r):
@@ -77,23 +65,24 @@ def _flag_hint(flags, got, want):
     return "compare your list with the rules of the task, flag by flag"
 
 
+PARSE_FORBIDDEN = [("inferopt.bench.experiments", "parse_metrics"), ("inferopt.monitoring.metrics_parse", "parse_metrics"),
+                   ("inferopt.monitoring.metrics_parse", "MetricsSnapshot.value")]
+SLO_FORBIDDEN = [("inferopt.bench.metrics", "SLO.violations"), ("inferopt.bench.metrics", "SLO.summary_meets")]
+
+
 def task1(ns: dict, n_cases: int = 200, seed=None) -> None:
     task = "Task 1"
     cpu_flags = need_callable(ns, task, "cpu_flags")
     r = rng(seed)
     for _ in range(n_cases):
         flags = random_flags(r)
-        want = ref_cpu_flags(flags)
+        want = _ref.ref_cpu_flags(flags)
         with quiet():
             got = call(task, cpu_flags, list(flags))
         if list(got) != want if isinstance(got, (list, tuple)) else True:
             raise CheckFailed(f"{task}: cpu_flags({flags}) is wrong on a list the check made up: "
                               + _flag_hint(flags, got, want))
     passed(f"Task 1 passes: cpu_flags is right on {n_cases} flag lists made up just now")
-
-
-def ref_live_stats(t0, stamps, n_tokens):
-    return 1000 * (stamps[0] - t0), 1000 * (stamps[-1] - stamps[0]) / (n_tokens - 1)
 
 
 def task2(ns: dict, n_cases: int = 200, seed=None) -> None:
@@ -107,7 +96,7 @@ def task2(ns: dict, n_cases: int = 200, seed=None) -> None:
         with contextlib.redirect_stdout(buf):
             for piece in ("Pa", "ris", "."):
                 before = time.perf_counter()
-                call(task, on_token, piece)
+                call_void(task, on_token, piece)
                 after = time.perf_counter()
                 if not stamps or not (before <= stamps[-1] <= after):
                     raise CheckFailed(f"{task}: on_token should append time.perf_counter() to `stamps` "
@@ -127,12 +116,15 @@ def task2(ns: dict, n_cases: int = 200, seed=None) -> None:
         for _ in range(k - 1):
             stamps_case.append(stamps_case[-1] + r.uniform(0.005, 0.3))
         n_tokens = k + r.choice([0, 0, r.randint(1, 20)])  # a chunk may carry several tokens
-        want_ttft, want_tpot = ref_live_stats(t0, stamps_case, n_tokens)
+        want_ttft, want_tpot = _ref.ref_live_stats(t0, stamps_case, n_tokens)
         with quiet():
             got = call(task, live_stats, t0, list(stamps_case), n_tokens)
         if not (isinstance(got, (tuple, list)) and len(got) == 2):
             raise CheckFailed(f"{task}: live_stats should return a pair (ttft_ms, tpot_ms)")
         ttft, tpot = got
+        for what, v in (("TTFT", ttft), ("TPOT", tpot)):
+            if not is_real(v):
+                raise not_a_number(task, f"the {what} live_stats returns", v)
         if abs(ttft - want_ttft) > 1e-6 * max(1, want_ttft):
             raise CheckFailed(f"{task}: TTFT is wrong on stamps the check made up: "
                               + ratio_hint(ttft, want_ttft, "your TTFT", {1000: "report milliseconds, not seconds"}))
@@ -148,17 +140,6 @@ def task2(ns: dict, n_cases: int = 200, seed=None) -> None:
                 hint = ratio_hint(tpot, want_tpot, "your TPOT", {1000: "report milliseconds, not seconds"})
             raise CheckFailed(f"{task}: TPOT is wrong on stamps the check made up: {hint}")
     passed(f"Task 2 passes: on_token records and prints; live_stats is right on {n_cases} timelines made up just now")
-
-
-def ref_metric_value(text, name):
-    total = 0.0
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        head, _, value = line.rpartition(" ")
-        if head.split("{", 1)[0] == name:
-            total += float(value)
-    return total
 
 
 def random_exposition(r):
@@ -189,10 +170,12 @@ def task3(ns: dict, n_cases: int = 40, seed=None) -> None:
     cases += [random_exposition(r) for _ in range(n_cases)]
     for text, names in cases:
         for name in names:
-            want = ref_metric_value(text, name)
-            with quiet():
+            want = _ref.ref_metric_value(text, name)
+            with forbid(ns, PARSE_FORBIDDEN), quiet():
                 got = call(task, metric_value, text, name)
-            if not isinstance(got, (int, float)) or abs(got - want) > 1e-9 * max(1, abs(want)):
+            if not is_real(got):
+                raise not_a_number(task, f"metric_value(text, {name!r})", got)
+            if abs(got - want) > 1e-9 * max(1, abs(want)):
                 if not text.startswith("# HELP") or text is sample:
                     where = "on a stored vLLM 0.32 /metrics page"
                 else:
@@ -207,7 +190,8 @@ def task4(ns: dict, n_cases: int = 300, seed=None) -> None:
     task = "Task 4"
     slo_verdict = need_callable(ns, task, "slo_verdict")
     r = rng(seed)
-    for _ in range(n_cases):
+    edges = [1.0, 1.0 + 1e-9, 1.0 - 1e-9]  # on the limit (meets it), a hair over (fails), a hair under
+    for i in range(n_cases):
         p = r.choice([90, 95, 99])
         slo = SLO(ttft_ms=r.choice([300, 500, 800, 2000]), tpot_ms=r.choice([40, 50, 120, 250]), percentile=p)
         summary = {}
@@ -215,11 +199,14 @@ def task4(ns: dict, n_cases: int = 300, seed=None) -> None:
             for q in (50, 90, 95, 99):
                 summary[f"{m}_p{q}_ms"] = limit * r.uniform(0.3, 1.8)
             summary[f"{m}_p{p}_ms"] = r.choice([limit, limit * r.uniform(0.3, 1.8)])  # the boundary too
-        with quiet():
+        if i < 2 * len(edges):  # every run: each metric on, just over and just under its limit
+            m = ("ttft", "tpot")[i % 2]
+            summary[f"{m}_p{p}_ms"] = getattr(slo, f"{m}_ms") * edges[i // 2]
+        with forbid(ns, SLO_FORBIDDEN), quiet():
             got = call(task, slo_verdict, dict(summary), slo)
         if not isinstance(got, dict) or set(got) != {"ttft", "tpot"}:
             raise CheckFailed(f"{task}: slo_verdict should return a dict with the keys 'ttft' and 'tpot'")
-        failing = {v.split()[0].lower() for v in slo.violations(summary)}
+        failing = {m for m in ("ttft", "tpot") if summary[f"{m}_p{p}_ms"] > getattr(slo, f"{m}_ms")}
         for m, limit in (("ttft", slo.ttft_ms), ("tpot", slo.tpot_ms)):
             value = summary[f"{m}_p{p}_ms"]
             item = got[m]
@@ -254,7 +241,7 @@ def check_live(ns: dict, answer: dict) -> None:
     t0, stamps, ttft_ms, tpot_ms = need(ns, "Task 2 (live)", "t0", "stamps", "ttft_ms", "tpot_ms")
     if len(stamps) < 2:
         raise CheckFailed("Task 2 (live): on_token recorded fewer than two pieces; was it passed to stream_chat?")
-    want_ttft, want_tpot = ref_live_stats(t0, stamps, answer["output_tokens"])
+    want_ttft, want_tpot = _ref.ref_live_stats(t0, stamps, answer["output_tokens"])
     if abs(ttft_ms - want_ttft) > 1e-6 * want_ttft or abs(tpot_ms - want_tpot) > 1e-6 * want_tpot:
         raise CheckFailed("Task 2 (live): ttft_ms/tpot_ms do not follow from your stamps; recompute them with live_stats")
     if abs(ttft_ms - 1000 * answer["ttft_s"]) > 50:

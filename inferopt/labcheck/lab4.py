@@ -13,11 +13,14 @@ from inferopt.labcheck import (
     NotDone,
     call,
     forbid,
+    is_real,
     need_callable,
+    not_a_number,
     passed,
     quiet,
     rng,
 )
+from inferopt.labcheck import _references as _ref
 
 FORBIDDEN = [("numpy", "percentile"), ("numpy", "quantile"), ("numpy", "nanpercentile"), ("numpy", "nanquantile"),
              ("statistics", "quantiles"), ("inferopt.bench.metrics", "percentile"),
@@ -29,12 +32,7 @@ FORBIDDEN = [("numpy", "percentile"), ("numpy", "quantile"), ("numpy", "nanperce
 def _close(a, b, rel=1e-9):
     if a is None or b is None:
         return a is b
-    return isinstance(a, (int, float)) and not isinstance(a, bool) and abs(a - b) <= rel * max(1.0, abs(b))
-
-
-def ref_tpot_ms(d):
-    n = d["output_tokens"]
-    return None if n < 2 else 1000.0 * (d["e2e_s"] - d["ttft_s"]) / (n - 1)
+    return is_real(a) and abs(a - b) <= rel * max(1.0, abs(b))
 
 
 def random_record(r, concurrency=1):
@@ -55,6 +53,8 @@ def task1(ns: dict, n_cases: int = 300, seed=None) -> None:
         with forbid(ns, FORBIDDEN), quiet():
             got = call(task, percentile, list(values), q)
         if not _close(got, want):
+            if not is_real(got):
+                raise not_a_number(task, f"percentile of {len(values)} values made up by the check, q={q},", got)
             v = sorted(values)
             rank = (len(v) - 1) * q / 100
             if len(v) > 1 and any(_close(got, v[min(len(v) - 1, i)]) for i in (math.floor(rank), math.ceil(rank),
@@ -67,13 +67,18 @@ def task1(ns: dict, n_cases: int = 300, seed=None) -> None:
             raise CheckFailed(f"{task}: percentile of {len(values)} values made up by the check, q={q}, is wrong: {hint}")
     for _ in range(n_cases):
         d = random_record(r)
-        want = ref_tpot_ms(d)
+        want = _ref.ref_tpot_ms(d)
         with forbid(ns, FORBIDDEN), quiet():
             got = call(task, tpot_ms, dict(d))
         if not _close(got, want):
             n = d["output_tokens"]
             if want is None:
                 hint = "with fewer than 2 output tokens there is no gap to time: return None"
+            elif got is None:
+                hint = ("it returned None: did you forget `return`? (None is right only for fewer than 2 output "
+                        "tokens)")
+            elif not is_real(got):
+                hint = f"return a number of milliseconds, got {type(got).__name__}"
             elif got is not None and _close(got, 1000.0 * (d["e2e_s"] - d["ttft_s"]) / n):
                 hint = "n tokens leave n - 1 gaps after the first: divide by n - 1"
             elif got is not None and _close(got, want / 1000):
@@ -86,31 +91,31 @@ def task1(ns: dict, n_cases: int = 300, seed=None) -> None:
     passed(f"Task 1 passes: percentile and tpot_ms are right on {2 * n_cases} cases made up just now, without numpy's percentile")
 
 
-def ref_goodput(rows, slo, duration_s):
-    good = 0
-    for d in rows:
-        t = ref_tpot_ms(d)
-        if 1000 * d["ttft_s"] <= slo.ttft_ms and (t is None or t <= slo.tpot_ms):
-            good += 1
-    return good / duration_s
-
-
 def task2(ns: dict, n_cases: int = 200, seed=None) -> None:
     task = "Task 2"
     goodput_rps = need_callable(ns, task, "goodput_rps")
     need_callable(ns, task, "tpot_ms")
     r = rng(seed)
-    for _ in range(n_cases):
+    for i in range(n_cases):
         slo = SLO(ttft_ms=r.choice([200, 500, 800, 1500]), tpot_ms=r.choice([30, 50, 80, 150]))
         rows = [random_record(r) for _ in range(r.randint(3, 30))]
-        if r.random() < 0.3:  # a request exactly at the TTFT limit meets it
+        if r.random() < 0.3 or i < 6:  # a request exactly at the TTFT limit meets it (every run: i < 6)
             rows[0]["ttft_s"] = slo.ttft_ms / 1000
             rows[0]["e2e_s"] = rows[0]["ttft_s"] + 0.001 * (rows[0]["output_tokens"] - 1)
+        if i < 6:  # every run: TPOT on its limit, a hair over, a hair under; binary-exact numbers, so
+            # the order of the learner's operations cannot move a value across the limit
+            slo = SLO(ttft_ms=500, tpot_ms=62.5)
+            rows[0]["ttft_s"], rows[0]["e2e_s"] = 0.5, 0.5 + 0.001 * (rows[0]["output_tokens"] - 1)
+            edge = (0, 1, -1, 0, 1, -1)[i] * 2.0**-20
+            rows[1] = {"output_tokens": 9, "ttft_s": 0.125, "prompt_tokens": 100, "concurrency": 1,
+                       "e2e_s": 0.125 + 8 * (0.0625 + edge)}
         duration = r.uniform(5, 120)
-        want = ref_goodput(rows, slo, duration)
+        want = _ref.ref_goodput(rows, slo, duration)
         with forbid(ns, FORBIDDEN), quiet():
             got = call(task, goodput_rps, [dict(d) for d in rows], slo, duration)
         if not _close(got, want):
+            if not is_real(got):
+                raise not_a_number(task, "what goodput_rps returns", got)
             only_ttft = sum(1000 * d["ttft_s"] <= slo.ttft_ms for d in rows) / duration
             if _close(got, len(rows) / duration):
                 hint = "that is the throughput: count only the requests that meet every SLO"
@@ -123,16 +128,6 @@ def task2(ns: dict, n_cases: int = 200, seed=None) -> None:
                         "has no TPOT), and goodput is good requests / duration_s")
             raise CheckFailed(f"{task}: goodput_rps is wrong on {len(rows)} records made up by the check: {hint}")
     passed(f"Task 2 passes: goodput_rps is right on {n_cases} runs made up just now")
-
-
-def ref_max_concurrency(summaries, slo):
-    best = None
-    for s in sorted(summaries, key=lambda s: s["concurrency"]):
-        if s["ttft_p95_ms"] <= slo.ttft_ms and s["tpot_p95_ms"] <= slo.tpot_ms:
-            best = s["concurrency"]
-        else:
-            break
-    return best
 
 
 def random_summaries(r, slo):
@@ -154,10 +149,19 @@ def task3(ns: dict, n_cases: int = 300, seed=None) -> None:
     task = "Task 3"
     max_concurrency = need_callable(ns, task, "max_concurrency")
     r = rng(seed)
-    for _ in range(n_cases):
+    for i in range(n_cases):
         slo = SLO(ttft_ms=r.choice([300, 800, 2000]), tpot_ms=r.choice([50, 120, 300]))
         rows = random_summaries(r, slo)
-        want = ref_max_concurrency(rows, slo)
+        if i < 4:  # every run: the lowest level exactly on a limit (meets it) and the next a hair over it
+            rows.sort(key=lambda s: s["concurrency"])
+            m = ("ttft", "tpot")[i % 2]
+            for s_ in rows:
+                for mm, limit in (("ttft", slo.ttft_ms), ("tpot", slo.tpot_ms)):
+                    s_[f"{mm}_p95_ms"] = 0.5 * limit
+            rows[0][f"{m}_p95_ms"] = getattr(slo, f"{m}_ms")
+            rows[1][f"{m}_p95_ms"] = getattr(slo, f"{m}_ms") * (1 + 1e-9) if i >= 2 else getattr(slo, f"{m}_ms")
+            r.shuffle(rows)
+        want = _ref.ref_max_concurrency(rows, slo)
         with forbid(ns, FORBIDDEN), quiet():
             got = call(task, max_concurrency, [dict(s) for s in rows], slo)
         if got != want:
@@ -185,7 +189,7 @@ def task4(ns: dict, n_cases: int = 5, seed=None) -> None:
             raise CheckFailed(f"{task}: make_figures should return two figures (latency, pareto)")
         fa, fb = got
         texts = [a.text or "" for a in getattr(getattr(fa, "layout", None), "annotations", ())]
-        best = ref_max_concurrency(rows, slo)
+        best = _ref.ref_max_concurrency(rows, slo)
         if not any(f"SLO P{slo.percentile} {slo.tpot_ms:g} ms" in t for t in texts) or \
                 not any(f"SLO P{slo.percentile} {slo.ttft_ms:g} ms" in t for t in texts):
             raise CheckFailed(f"{task}: the latency figure has no SLO lines for the SLO it was given: pass `slo` on")

@@ -3,19 +3,20 @@ a fleet sized from the table; a canary step judged from its gate readings. The s
 with ``plan_instances`` made unavailable, the canary decision without ``gate_passes`` and ``rollout``."""
 from __future__ import annotations
 
-import math
-
 from inferopt.labcheck import (
     CheckFailed,
     call,
     forbid,
+    is_real,
     need,
     need_callable,
+    not_a_number,
     passed,
     quiet,
     ratio_hint,
     rng,
 )
+from inferopt.labcheck import _references as _ref
 
 FORBIDDEN = [("inferopt.planning.capacity", "plan_instances")]
 
@@ -29,8 +30,12 @@ def task1(ns: dict) -> None:
         raise CheckFailed(f"{task}: my_rule and my_test should be dicts")
     if rule.get("alert") != "KVCacheNearlyFull":
         raise CheckFailed(f"{task}: name the alert KVCacheNearlyFull")
-    if rule.get("for") != "2m":
-        raise CheckFailed(f"{task}: the rule should wait 2 minutes ('for': '2m') before it fires")
+    if duration_seconds(rule.get("for")) != 120:
+        raise CheckFailed(f"{task}: the rule should wait 2 minutes before it fires ('for': '2m', or '120s')")
+    severity = (rule.get("labels") or {}).get("severity") if isinstance(rule.get("labels"), dict) else None
+    if severity != "warning":
+        raise CheckFailed(f"{task}: the task asks for severity `warning` in the rule's labels (a full cache is a "
+                          "warning here, not a page)")
     if "vllm:kv_cache_usage_perc" not in str(rule.get("expr", "")):
         raise CheckFailed(f"{task}: the expression should read vllm:kv_cache_usage_perc")
     problems = check_rule_and_test(rule, test)
@@ -42,6 +47,21 @@ def task1(ns: dict) -> None:
         raise CheckFailed(f"{task}: {len(problems)} problem(s) with the rule or its test, listed above")
     passed(f"{task} passes: promtool accepts the rule, your test passes on it and fails on a rule that never "
            "fires and on one that always fires; the threshold is right")
+
+
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+
+
+def duration_seconds(text) -> float | None:
+    """Seconds in a Prometheus duration ('2m', '120s', '1m60s', '90s30s' is not one); None if not one."""
+    import re
+
+    if not isinstance(text, str) or not text:
+        return None
+    parts = re.findall(r"(\d+)(ms|s|m|h|d|w|y)", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(int(n) * _UNITS[u] for n, u in parts)
 
 
 def _threshold_problems(rule: dict, test: dict) -> list:
@@ -83,14 +103,18 @@ def _threshold_problems(rule: dict, test: dict) -> list:
     return []
 
 
-def ref_in_flight(qps, ttft_ms, tpot_ms, output_tokens):
-    return qps * (ttft_ms + (output_tokens - 1) * tpot_ms) / 1000
-
-
-def ref_impossible(table, output_tokens, tolerance):
-    return [row["concurrency"] for row in table
-            if abs(ref_in_flight(row["qps"], row["ttft_mean_ms"], row["tpot_mean_ms"], output_tokens)
-                   / row["concurrency"] - 1) > tolerance]
+def boundary_table(r, output_tokens, tol):
+    """Rows just inside and just outside the tolerance on both sides, with qps unrounded, so a fixed
+    threshold, `>=` for `>`, or the ratio taken the other way round (c / L) gets a row wrong."""
+    rows = []
+    for k, c in enumerate([16, 32, 64, 128, 256, 512]):
+        ttft, tpot = 100.0 + 37 * k, 20.0 + 3 * k
+        w = (ttft + (output_tokens - 1) * tpot) / 1000
+        implied = (1 + tol + 0.02, 1 + tol - 0.02, 1 - tol - 0.02, 1 - tol + 0.02, 1.0, 1 + tol + 0.001)[k]
+        rows.append({"concurrency": c, "qps": c * implied / w, "ttft_mean_ms": ttft, "tpot_mean_ms": tpot,
+                     "ttft_p95_ms": round(1.5 * ttft), "tpot_p95_ms": round(1.2 * tpot)})
+    r.shuffle(rows)
+    return sorted(rows, key=lambda row: row["concurrency"])
 
 
 def random_table(r, output_tokens):
@@ -111,10 +135,12 @@ def task2(ns: dict, n_cases: int = 300, seed=None) -> None:
     r = rng(seed)
     for _ in range(n_cases):
         qps, ttft, tpot, n = r.uniform(0.5, 80), r.uniform(50, 3000), r.uniform(5, 200), r.randint(2, 1000)
-        want = ref_in_flight(qps, ttft, tpot, n)
+        want = _ref.ref_in_flight(qps, ttft, tpot, n)
         with quiet():
             got = call(task, in_flight, qps, ttft, tpot, n)
-        if not isinstance(got, (int, float)) or abs(got - want) > 1e-9 * max(1, want):
+        if not is_real(got):
+            raise not_a_number(task, "what in_flight returns", got)
+        if abs(got - want) > 1e-9 * max(1, want):
             known = {1000: "the latencies are in ms and the rate in requests per second: convert ms to s"}
             if isinstance(got, (int, float)) and abs(got - qps * (ttft + n * tpot) / 1000) < 1e-9 * max(1, want):
                 hint = "after the first token come n - 1 more, each one TPOT apart: (n - 1) x TPOT"
@@ -123,11 +149,14 @@ def task2(ns: dict, n_cases: int = 300, seed=None) -> None:
             else:
                 hint = ratio_hint(got, want, "your L", known) if isinstance(got, (int, float)) else "return a number"
             raise CheckFailed(f"{task}: in_flight is wrong on a case the check made up: {hint} (Little's law: L = lambda x W)")
-    for _ in range(n_cases // 3):
+    for i in range(n_cases // 3):
         n = r.choice([64, 150, 256])
         table = random_table(r, n)
         tol = r.choice([0.1, 0.2, 0.25])
-        want = ref_impossible(table, n, tol)
+        if i < 3:  # every run: rows on both sides of each tolerance
+            tol = (0.1, 0.25, 0.2)[i]
+            table = boundary_table(r, n, tol)
+        want = _ref.ref_impossible(table, n, tol)
         with quiet():
             got = call(task, impossible_rows, [dict(x) for x in table], n, tol)
         if list(got) != want if isinstance(got, (list, tuple)) else True:
@@ -144,28 +173,23 @@ def task2(ns: dict, n_cases: int = 300, seed=None) -> None:
            "and you trust the table that obeys Little's law")
 
 
-def ref_best_qps(table, ttft_slo, tpot_slo):
-    inside = [row["qps"] for row in table if row["ttft_p95_ms"] < ttft_slo and row["tpot_p95_ms"] < tpot_slo]
-    return max(inside) if inside else None
-
-
-def ref_instances(target, per_instance, surge, spares, gpus_per_instance):
-    base = max(1, math.ceil(round(target / per_instance, 9)))
-    instances = base + surge + spares
-    return base, instances, instances * gpus_per_instance
-
-
 def task3(ns: dict, n_cases: int = 300, seed=None) -> None:
     task = "Task 3"
     best_qps, instances_needed = need_callable(ns, task, "best_qps_within_slo", "instances_needed")
     per_instance_qps, sizing, table_b = need(ns, task, "per_instance_qps", "sizing", "load_test_b")
     r = rng(seed)
-    for _ in range(n_cases // 3):
+    for i in range(n_cases // 3):
         table = random_table(r, 150)
         ttft_slo, tpot_slo = r.choice([300, 500, 1000]), r.choice([30, 50, 80])
         if r.random() < 0.3:  # a row exactly at the limit does not meet "P95 < SLO"
             table[0]["ttft_p95_ms"] = ttft_slo
-        want = ref_best_qps(table, ttft_slo, tpot_slo)
+        if i < 4:  # every run: the best row on a limit (out), the next just under it (in)
+            for row in table:
+                row["ttft_p95_ms"], row["tpot_p95_ms"] = ttft_slo // 2, tpot_slo // 2
+            top = max(range(len(table)), key=lambda k: table[k]["qps"])
+            key, limit = (("ttft_p95_ms", ttft_slo), ("tpot_p95_ms", tpot_slo))[i % 2]
+            table[top][key] = limit if i < 2 else limit - 1
+        want = _ref.ref_best_qps(table, ttft_slo, tpot_slo)
         with forbid(ns, FORBIDDEN), quiet():
             got = call(task, best_qps, [dict(x) for x in table], ttft_slo, tpot_slo)
         if got != want:
@@ -177,14 +201,17 @@ def task3(ns: dict, n_cases: int = 300, seed=None) -> None:
                 hint = ("a row counts when TTFT P95 < its SLO and TPOT P95 < its SLO (strictly, as the SLO says); "
                         "return that row's qps")
             raise CheckFailed(f"{task}: best_qps_within_slo is wrong on a table the check made up: {hint}")
-    for _ in range(n_cases):
+    for i in range(n_cases):
         per = r.choice([r.randint(5, 80), round(r.uniform(5, 80), 1)])
         # exact multiples too (whole numbers only, so float rounding never decides the answer)
         target = per * r.randint(1, 12) if isinstance(per, int) and r.random() < 0.5 else r.randint(10, 1000)
+        if i < 3:  # every run: an exact multiple, one more, one less
+            per = r.randint(5, 80)
+            target = per * r.randint(2, 12) + (0, 1, -1)[i]
         if isinstance(per, float) and abs(target / per - round(target / per)) < 1e-6:
             continue
         surge, spares, gpi = r.randint(0, 2), r.randint(0, 2), r.choice([1, 2, 4, 8])
-        want = ref_instances(target, per, surge, spares, gpi)
+        want = _ref.ref_instances(target, per, surge, spares, gpi)
         with forbid(ns, FORBIDDEN), quiet():
             got = call(task, instances_needed, target, per, surge, spares, gpi)
         if tuple(got) != want if isinstance(got, (list, tuple)) else True:
@@ -196,10 +223,10 @@ def task3(ns: dict, n_cases: int = 300, seed=None) -> None:
             else:
                 hint = "instances = base + surge + spares; GPUs = instances x GPUs per instance"
             raise CheckFailed(f"{task}: instances_needed({target}, {per}, {surge}, {spares}, {gpi}) is wrong: {hint}")
-    want_qps = ref_best_qps(table_b, need(ns, task, "TTFT_SLO_MS"), need(ns, task, "TPOT_SLO_MS"))
+    want_qps = _ref.ref_best_qps(table_b, need(ns, task, "TTFT_SLO_MS"), need(ns, task, "TPOT_SLO_MS"))
     if per_instance_qps != want_qps:
         raise CheckFailed(f"{task}: per_instance_qps should come from best_qps_within_slo on the trusted table")
-    if tuple(sizing) != ref_instances(need(ns, task, "TARGET_QPS"), want_qps, 1, 1, 8):
+    if tuple(sizing) != _ref.ref_instances(need(ns, task, "TARGET_QPS"), want_qps, 1, 1, 8):
         raise CheckFailed(f"{task}: sizing should be instances_needed for the target, with one surge instance and N+1")
     passed(f"{task} passes: both functions are right on {n_cases + n_cases // 3} cases made up just now, "
            "and the fleet follows from the trusted table")
@@ -210,24 +237,7 @@ GATES = [("TTFT P95", "below", 1.0), ("TPOT P95", "below", 0.15), ("requests > 3
          ("preemptions", "equal", 0), ("error rate", "below", 0.001)]
 
 
-def ref_step_decision(readings, last_step, *, no_data_passes=False, at_or_below=False, exact=False, done=True):
-    """The rollout's next move; the keyword flags give the usual mistakes (for the hints)."""
-    for g in readings:
-        v = g["value"]
-        if v is None or math.isnan(v):
-            if no_data_passes:
-                continue
-            return "roll back"
-        if g["pass_if"] == "below":
-            ok = v <= g["threshold"] if at_or_below else v < g["threshold"]
-        else:
-            ok = v == g["threshold"] if exact else round(v, 6) == g["threshold"]
-        if not ok:
-            return "roll back"
-    return "done" if last_step and done else "promote"
-
-
-MISTAKES = [
+MISTAKES = [  # kept for the tests' wrong submissions: the usual mistakes, as reference variants
     ({"no_data_passes": True}, "a gate without data (None or NaN) cannot pass: a step that cannot be judged is not promoted"),
     ({"at_or_below": True}, "'below' means strictly below the threshold, as 'P95 < SLO' does: a value on it fails"),
     ({"exact": True}, "a counter that did not move can read 1e-12 after Prometheus' extrapolation: round before comparing"),
@@ -253,18 +263,56 @@ def random_readings(r):
     return out
 
 
+PROBES = [  # (readings, last_step, right answer, the hint when the learner's answer differs)
+    ([("TTFT P95", "below", 1.0, 2.0)], False, "roll back",
+     "every gate must pass for the rollout to go on; one failing gate is enough to roll back"),
+    ([("TTFT P95", "below", 1.0, 2.0)], True, "roll back", "a failing gate rolls back at the last step too"),
+    ([("TTFT P95", "below", 1.0, 0.5)], False, "promote", "when every gate passes, the step is promoted"),
+    ([("TTFT P95", "below", 1.0, 0.5)], True, "done", "after the last step there is nothing left to promote to"),
+    ([("TTFT P95", "below", 1.0, None)], False, "roll back",
+     "a gate without data (None) cannot pass: a step that cannot be judged is not promoted"),
+    ([("TTFT P95", "below", 1.0, float("nan"))], False, "roll back",
+     "a gate without data (NaN) cannot pass: a step that cannot be judged is not promoted"),
+    ([("TTFT P95", "below", 1.0, 1.0)], False, "roll back",
+     "'below' means strictly below the threshold, as 'P95 < SLO' does: a value on it fails"),
+    ([("preemptions", "equal", 0, 1e-12)], False, "promote",
+     "a counter that did not move can read 1e-12 after Prometheus' extrapolation: round (to 6 decimals) before "
+     "comparing"),
+    ([("preemptions", "equal", 0, 0.4)], False, "roll back",
+     "0.4 preemptions is a counter that moved: round to 6 decimals, not to a whole number"),
+    ([("requests > 30 s", "equal", 0, 2e-7)], True, "done",
+     "2e-7 is extrapolation noise: round (to 6 decimals) before comparing"),
+]
+
+
+def _readings(spec):
+    return [{"gate": g, "pass_if": p, "threshold": t, "value": v} for g, p, t, v in spec]
+
+
 def task4(ns: dict, n_cases: int = 400, seed=None) -> None:
     task = "Task 4"
     decide = need_callable(ns, task, "step_decision")
+    for spec, last, want, hint in PROBES:  # every run: the edge cases, each with its own hint
+        with forbid(ns, CANARY_FORBIDDEN), quiet():
+            got = call(task, decide, _readings(spec), last)
+        if got != want:
+            raise CheckFailed(f"{task}: step_decision is wrong on a step the check made up: {_answer_kind(got) or hint}")
     r = rng(seed)
     for _ in range(n_cases):
         readings, last = random_readings(r), r.random() < 0.3
-        want = ref_step_decision(readings, last)
+        want = _ref.ref_step_decision(readings, last)
         with forbid(ns, CANARY_FORBIDDEN), quiet():
             got = call(task, decide, [dict(g) for g in readings], last)
         if got == want:
             continue
-        hint = next((h for kw, h in MISTAKES if got == ref_step_decision(readings, last, **kw)),
-                    "every gate must pass for the rollout to go on; one failing gate is enough to roll back")
+        hint = _answer_kind(got) or "every gate must pass for the rollout to go on; one failing gate is enough to roll back"
         raise CheckFailed(f"{task}: step_decision is wrong on a step the check made up: {hint}")
-    passed(f"{task} passes: step_decision is right on {n_cases} steps made up just now")
+    passed(f"{task} passes: step_decision is right on {len(PROBES)} edge cases and {n_cases} steps made up just now")
+
+
+def _answer_kind(got) -> str:
+    if got in ("promote", "roll back", "done"):
+        return ""
+    if got is None:
+        return "it returned None: did you forget `return`?"
+    return f"return one of 'promote', 'roll back', 'done' (got {got!r})"
