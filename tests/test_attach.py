@@ -34,6 +34,12 @@ def test_mismatches_name_each_missing_setting_and_accept_a_fit():
                    "KV budget 0.5 GiB (it has 1 GiB)", "dtype float32 (the engine does not report it)",
                    "prefix caching off (it has on)", "KV tokens >= 30,000 (it has 23,296)"]
     assert se.mismatches(CPU_FACTS, max_model_len_at_least=1024) == []
+    # an engine whose log is not readable here: the calculator's KV tokens for the asked dtype settle it
+    from inferopt.planning.memory import cpu_engine_prediction
+
+    fp32, bf16 = (cpu_engine_prediction(1.0, 2048, d).kv_cache_tokens for d in ("float32", "bfloat16"))
+    assert se.mismatches(CPU_FACTS, dtype="float32", kv_cache_tokens=fp32) == []
+    assert se.mismatches(CPU_FACTS, dtype="bfloat16", kv_cache_tokens=bf16) == [f"KV tokens {bf16:,} (it has 23,296)"]
     err = se.refusal("http://127.0.0.1:8000", got)
     assert "\n" not in str(err) and "max_model_len 4096 (it has 2048)" in str(err) and se.ENV_URL in str(err)
 

@@ -375,10 +375,19 @@ class VLLMServer(ManagedProcess):
     attached_url: str | None = None
 
     def wanted(self) -> dict:
-        """What this server object asks of an engine, as serving/shared_engine.mismatches() takes it."""
+        """What this server object asks of an engine, as serving/shared_engine.mismatches() takes it
+        (with the default model and a KV budget: the KV tokens the memory calculator predicts, too)."""
+        kv_tokens = None
+        if self.kv_cache_gib is not None and self.served_name == MODEL_NAME:
+            from inferopt.planning.memory import engine_prediction
+
+            try:
+                kv_tokens = engine_prediction(self).kv_cache_tokens
+            except CourseError:
+                kv_tokens = None
         return {"model": self.served_name, "max_model_len": self.max_model_len,
                 "kv_cache_memory_bytes": int(self.kv_cache_gib * GiB) if self.kv_cache_gib is not None else None,
-                "dtype": self.dtype, "kv_cache_tokens_at_least": self.max_model_len}
+                "dtype": self.dtype, "kv_cache_tokens": kv_tokens, "kv_cache_tokens_at_least": self.max_model_len}
 
     def _attach_shared(self) -> bool:
         """With INFEROPT_ENGINE_URL set: attach to that engine when it has this object's configuration

@@ -76,13 +76,16 @@ def own_engine_reason(extra_args=(), cpu_cores=None, port=None, env=None) -> str
 
 def mismatches(facts: EngineFacts, *, model: str | None = None, max_model_len: int | None = None,
                kv_cache_memory_bytes: int | None = None, dtype: str | None = None,
-               enable_prefix_caching: bool | None = None, kv_cache_tokens_at_least: int | None = None,
-               max_model_len_at_least: int | None = None) -> list[str]:
+               enable_prefix_caching: bool | None = None, kv_cache_tokens: int | None = None,
+               kv_cache_tokens_at_least: int | None = None, max_model_len_at_least: int | None = None) -> list[str]:
     """What the engine described by ``facts`` lacks of what was asked ([] = it fits).
 
     Exact settings: ``model`` (served name), ``max_model_len``, ``kv_cache_memory_bytes``, ``dtype``
-    (the model dtype), ``enable_prefix_caching``. Lower bounds: ``kv_cache_tokens_at_least``,
-    ``max_model_len_at_least``. A setting the engine did not report counts as missing."""
+    (the model dtype), ``enable_prefix_caching``, ``kv_cache_tokens`` (the memory calculator's figure for the
+    asked configuration). Lower bounds: ``kv_cache_tokens_at_least``, ``max_model_len_at_least``. A setting
+    the engine did not report counts as missing, except the dtype of an engine whose log is not readable
+    here when ``kv_cache_tokens`` is asked: the same budget holds twice the tokens at half the bytes, so
+    the token count settles the dtype."""
     out = []
 
     def need(name, wanted, have, show=str):
@@ -96,7 +99,9 @@ def mismatches(facts: EngineFacts, *, model: str | None = None, max_model_len: i
     need("model", model, facts.model)
     need("max_model_len", max_model_len, facts.max_model_len)
     need("KV budget", kv_cache_memory_bytes, facts.kv_cache_memory_bytes, lambda b: f"{b / (1 << 30):g} GiB")
-    need("dtype", dtype, facts.model_dtype)
+    if not (facts.model_dtype is None and kv_cache_tokens is not None):
+        need("dtype", dtype, facts.model_dtype)
+    need("KV tokens", kv_cache_tokens, facts.kv_cache_tokens, lambda t: f"{t:,}")
     need("prefix caching", enable_prefix_caching, facts.enable_prefix_caching, lambda b: "on" if b else "off")
     for name, floor, have in (("KV tokens", kv_cache_tokens_at_least, facts.kv_cache_tokens),
                               ("max_model_len", max_model_len_at_least, facts.max_model_len)):
