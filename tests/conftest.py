@@ -33,9 +33,10 @@ def _is_live(path: Path) -> bool:
     return _LIVE_CACHE[path]
 
 
+@pytest.hookimpl(tryfirst=True)        # before xdist's own hook turns the markers into group ids
 def pytest_collection_modifyitems(config, items):
     """Under xdist: the live part is one group (one worker, in order); each other file is its own group."""
-    if not getattr(config.option, "numprocesses", None):
+    if "PYTEST_XDIST_WORKER" not in os.environ:     # items are collected (and grouped) on each worker
         return
     for item in items:
         path = Path(str(item.path))
