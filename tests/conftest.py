@@ -20,6 +20,10 @@ import pytest
 # what a test module or notebook uses when it is live (it starts a process the suite must run one at a time)
 _LIVE = re.compile(r"\b(VLLMServer|live_server|PrometheusServer|NginxGateway|VLLMRouter|mark\.engine)\b|tags: \[live\]")
 _LIVE_CACHE: dict = {}
+# the suite starts the engines it measures: a room's INFEROPT_ENGINE_URL in the caller's shell must not make
+# its VLLMServers attach (tests/test_attach.py sets it itself where it tests that)
+os.environ.pop("INFEROPT_ENGINE_URL", None)
+os.environ.pop("INFEROPT_ENGINE_MISMATCH", None)
 NICE_PURE = 10
 
 
