@@ -62,6 +62,17 @@ def test_engine_url_and_policy_are_checked(monkeypatch):
     assert "cores [1]" in se.own_engine_reason(cpu_cores=[1])
 
 
+def test_a_room_url_where_nothing_answers_is_one_line(monkeypatch):
+    from inferopt.serving.engine import VLLMServer
+    from inferopt.serving.managed_process import free_port
+
+    monkeypatch.setenv(se.ENV_URL, f"http://127.0.0.1:{free_port()}")
+    srv = VLLMServer(quiet=True)
+    with pytest.raises(CourseError, match="no vLLM engine answered") as exc:
+        srv.start()
+    assert "\n" not in str(exc.value) and srv.proc is None and srv.attached_url is None
+
+
 # ---------------------------------------------------------------- an engine started outside the course
 LAB3_CPU_FLAGS = ["--enable-prefix-caching", "--enable-chunked-prefill", "--max-num-batched-tokens", "2048",
                   "--max-num-seqs", "16"]
