@@ -85,8 +85,10 @@ lab: setup
 lab-command:
 	@echo '$(LAB_CMD)'
 
+# two pytest-xdist workers: everything live (engines, Prometheus, nginx) in one group on one worker, in
+# order; the pure tests and the notebooks without live cells beside it, niced (tests/conftest.py)
 test: setup tools
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 ## maintenance
 labs: $(STAMP)

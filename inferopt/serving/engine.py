@@ -250,7 +250,9 @@ class VLLMServer(ManagedProcess):
 
     # ---- life cycle
     def start(self) -> VLLMServer:
-        if self.proc is not None:
+        if self.proc is not None or self.attached_url is not None:
+            return self
+        if self._attach_shared():      # INFEROPT_ENGINE_URL: the room's (or test session's) engine
             return self
         require_engine(self.kind)
         sweep_stale_servers()
@@ -352,7 +354,11 @@ class VLLMServer(ManagedProcess):
         return f"The memory calculator agrees: {v.advice}"
 
     def stop(self) -> None:
-        """Stop the whole process group (SIGTERM, then SIGKILL after 10 s) and forget the pid file."""
+        """Stop the whole process group (SIGTERM, then SIGKILL after 10 s) and forget the pid file.
+        An attached engine (not started here) is only let go, never stopped."""
+        if self.attached_url is not None:
+            self._detach()
+            return
         if self.proc is None:
             return
         self._terminate()
@@ -361,11 +367,84 @@ class VLLMServer(ManagedProcess):
 
     def __repr__(self) -> str:
         state = f"running at {self.base_url}" if self.proc else "stopped"
+        if self.attached_url is not None:
+            state = f"attached to {self.attached_url} (not started here)"
         return f"<VLLMServer {self.kind} {self.served_name} {state}>"
+
+    # ---- attached to an engine this object did not start (serving/shared_engine.py, serving/attach.py)
+    attached_url: str | None = None
+
+    def wanted(self) -> dict:
+        """What this server object asks of an engine, as serving/shared_engine.mismatches() takes it
+        (with the default model and a KV budget: the KV tokens the memory calculator predicts, too)."""
+        kv_tokens = None
+        if self.kv_cache_gib is not None and self.served_name == MODEL_NAME:
+            from inferopt.planning.memory import engine_prediction
+
+            try:
+                kv_tokens = engine_prediction(self).kv_cache_tokens
+            except CourseError:
+                kv_tokens = None
+        return {"model": self.served_name, "max_model_len": self.max_model_len,
+                "kv_cache_memory_bytes": int(self.kv_cache_gib * GiB) if self.kv_cache_gib is not None else None,
+                "dtype": self.dtype, "kv_cache_tokens": kv_tokens, "kv_cache_tokens_at_least": self.max_model_len}
+
+    def _attach_shared(self) -> bool:
+        """With INFEROPT_ENGINE_URL set: attach to that engine when it has this object's configuration
+        (True), or say why this cell starts its own (False), or refuse in one line (CourseError)."""
+        from inferopt.serving import shared_engine as se
+
+        url = se.shared_engine_url()
+        if url is None:
+            return False
+        why_own = se.own_engine_reason(self.extra_args, self.cpu_cores, self.requested_port, self.env)
+        if why_own is None:
+            facts = se.read_shared_facts(url)
+            missing = se.mismatches(facts, **self.wanted())
+            if not missing:
+                self._attach_to(url, facts)
+                return True
+            if se.mismatch_policy() == "refuse":
+                raise se.refusal(url, missing)
+            why_own = f"the shared engine lacks {'; '.join(missing)}"
+        if not self.quiet:
+            print(f"this cell starts its own engine ({why_own}); the shared engine at {url} is left alone")
+        return False
+
+    def _attach_to(self, url: str, facts: EngineFacts) -> None:
+        from inferopt.serving.shared_engine import split_url
+
+        self.host, self.port = split_url(url)
+        self.attached_url = f"http://{self.host}:{self.port}"
+        self.facts = facts
+        self.served_name = facts.model or self.served_name
+        self.startup_seconds = 0.0
+        self.log_path = None
+        if not self.quiet:
+            print(f"attached to the engine at {self.attached_url} (not started here, never stopped here): "
+                  f"{facts.summary()}")
+
+    def _detach(self) -> None:
+        self.attached_url = None
+        self.port = None
+
+    def _ensure_attached_alive(self) -> None:
+        import requests
+
+        try:
+            ok = requests.get(self.attached_url + "/health", timeout=10).status_code == 200
+        except requests.RequestException:
+            ok = False
+        if not ok:
+            raise CourseError(f"the engine at {self.attached_url} does not answer /health (it was not started "
+                              "here, so it cannot be restarted here): ask whoever runs it, or start your own")
 
     # ---- health and requests
     def ensure_alive(self) -> None:
         """Raise a CourseError with the log tail if the server is not running."""
+        if self.attached_url is not None:
+            self._ensure_attached_alive()
+            return
         if self.proc is None:
             raise CourseError("the server is not running: call start() or use `with VLLMServer(...) as srv:`")
         code = self.proc.poll()
@@ -376,6 +455,8 @@ class VLLMServer(ManagedProcess):
     def _settle(self, seconds: float = 3.0) -> None:
         """After a failed request: give a dying server a moment to be reaped, so that
         ensure_alive() can tell 'server died' from a network hiccup."""
+        if self.proc is None:
+            return
         try:
             self.proc.wait(timeout=seconds)
         except subprocess.TimeoutExpired:

@@ -62,6 +62,16 @@ def _host_port(w) -> str:
     return f"127.0.0.1:{m.group(2)}"
 
 
+def _still_running(p) -> bool:
+    """A psutil process that has not exited (a zombie has); one that vanished meanwhile has too."""
+    import psutil
+
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:      # reaped between the two questions
+        return False
+
+
 class NginxGateway(ManagedProcess):
     """nginx on 127.0.0.1 splitting traffic between ``stable`` and ``canary`` upstreams by weight.
 
@@ -206,7 +216,7 @@ http {{
         self._wait_for_weight(t0)
         # an old worker still holds the listening socket until its last connection closes, and
         # would send a new request by the old weights: wait for the old workers to go
-        while any(p.is_running() and p.status() != "zombie" for p in old_workers):
+        while any(_still_running(p) for p in old_workers):
             if time.monotonic() - t0 > self.drain_timeout:
                 break
             time.sleep(0.05)
@@ -220,9 +230,27 @@ http {{
         except psutil.Error:
             return []
 
+    def _log_barrier(self) -> None:
+        """Return once nginx has logged every request whose answer a client has already read.
+
+        nginx writes a request's access-log line when it finalizes the request, just *after* it sent
+        the last bytes of the answer, so a client that reads the log right after its answer can miss
+        its own line when nginx is descheduled in between (a 2-core machine under load). The single
+        worker handles its events one after another: once it has answered a request sent now, the
+        lines of every earlier request are in the file."""
+        import requests
+
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            requests.get(self.base_url + "/split", timeout=10)
+        except requests.RequestException:
+            pass
+
     def access_log(self) -> list:
         """[(unix time, version, HTTP status)] for every request passed upstream so far."""
         rows = []
+        self._log_barrier()
         path = self.workdir / "access.log" if self.workdir else None
         if path and path.exists():
             for line in path.read_text().splitlines():
