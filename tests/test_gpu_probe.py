@@ -84,3 +84,12 @@ def test_only_the_probe_runs_nvidia_smi():
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("nvidia-smi"):
                 callers.append(str(f.relative_to(REPO_ROOT)))
     assert sorted(set(callers)) == ["inferopt/serving/gpu.py"], callers
+
+
+def test_memory_query_parses_free_and_total_per_gpu():
+    from inferopt.serving.gpu import parse_memory_query
+
+    assert parse_memory_query("23012, 24564\n81000, 81559\n") == [(23012 << 20, 24564 << 20), (81000 << 20, 81559 << 20)]
+    assert parse_memory_query("[N/A], 24564\n") == []          # a line that does not parse is skipped
+    assert parse_memory_query("30000, 24564\n") == []          # free above total is not believed
+    assert parse_memory_query("") == []

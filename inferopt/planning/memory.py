@@ -612,10 +612,11 @@ def engine_prediction(srv) -> MemoryResult:
     if srv.kv_cache_gib is None:
         raise CourseError("give the server kv_cache_gib=... so the KV budget is known "
                           "(without it vLLM sizes the cache from its start-up memory profile).")
+    model = getattr(srv, "spec_source", None) or "smollm2-135m-instruct"   # the served model's config.json
     if srv.kind == "cpu":
-        return cpu_engine_prediction(srv.kv_cache_gib, srv.max_model_len, srv.dtype or "float32")
+        return cpu_engine_prediction(srv.kv_cache_gib, srv.max_model_len, srv.dtype or "float32", model=model)
     dtype = srv.dtype if srv.dtype not in (None, "auto") else "bfloat16"
-    return calculate("smollm2-135m-instruct", None, tp=1, weight_format="bf16", dtype=dtype,
+    return calculate(model, None, tp=1, weight_format="bf16", dtype=dtype,
                      max_model_len=srv.max_model_len, kv_cache_memory_bytes=int(srv.kv_cache_gib * GiB),
                      block_size=GPU_BLOCK_SIZE)
 

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from inferopt.errors import CourseError
 from inferopt.paths import servers_dir
+from inferopt.serving import served_model as _served
 from inferopt.serving.engine_facts import EngineFacts, read_engine_facts
 from inferopt.serving.gpu import engine_kind, gpu_present  # noqa: F401 (re-exported: notebooks import engine_kind here)
 from inferopt.serving.managed_process import (
@@ -48,7 +49,7 @@ from inferopt.serving.managed_process import (
     port_is_free,
 )
 from inferopt.serving.managed_process import log_tail as _log_tail
-from inferopt.serving.model_prep import MODEL_NAME, PREPARE_COMMAND, require_model
+from inferopt.serving.model_prep import MODEL_NAME, PREPARE_COMMAND, require_model  # noqa: F401 (MODEL_NAME re-exported)
 
 GiB = 1 << 30
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -148,8 +149,8 @@ class VLLMServer(ManagedProcess):
     """A vLLM OpenAI-compatible server started as a subprocess and stopped reliably.
 
     Args:
-        model: folder or hub id; default: the prepared SmolLM2-135M-Instruct (CPU) or
-            ``INFEROPT_MODEL`` / ``HuggingFaceTB/SmolLM2-135M-Instruct`` (GPU).
+        model: folder or hub id; default: the prepared SmolLM2-135M-Instruct (``make setup`` prepares it on
+            CPU and GPU set-ups); on the GPU engine ``INFEROPT_MODEL`` first (serving/served_model.py).
         max_model_len: tokens per request (prompt + output) the engine accepts.
         kv_cache_gib: KV-cache budget in GiB (2^30 B), passed as ``--kv-cache-memory-bytes``.
             Default 1.0 on CPU; on GPU None means vLLM's ``--gpu-memory-utilization`` rule.
@@ -163,12 +164,17 @@ class VLLMServer(ManagedProcess):
             these CPU cores, e.g. [1], so that two engines on one machine do not take each other's
             cores (the CPU version of giving each instance its own GPUs). On the CPU engine the
             model's OpenMP threads are bound there too (``VLLM_CPU_OMP_THREADS_BIND``).
+        gpu_memory_utilization: GPU engine: vLLM's ``--gpu-memory-utilization`` for this engine. Default: the
+            course's share (serving/gpu_share.py), computed by the memory calculator from the GPU's free
+            memory and the number of engines: ``engines``, else the enclosing ``section_engines(n)``, else 1.
+        engines: GPU engine: how many engines share this GPU (the share is computed when it starts).
     """
 
     def __init__(self, model=None, *, max_model_len: int = 2048, kv_cache_gib: float | None = None,
                  dtype: str | None = None, extra_args=(), env=None, port: int | None = None,
                  host: str = "127.0.0.1", startup_timeout: float = 300.0, kind: str | None = None,
-                 served_name: str | None = None, quiet: bool = False, cpu_cores=None):
+                 served_name: str | None = None, quiet: bool = False, cpu_cores=None,
+                 gpu_memory_utilization: float | None = None, engines: int | None = None):
         self.kind = kind or engine_kind()
         if self.kind not in ("cpu", "gpu"):
             raise CourseError(f"kind={kind!r}: use 'cpu' or 'gpu'")
@@ -180,11 +186,11 @@ class VLLMServer(ManagedProcess):
             self.model = str(require_model(model))
             kv_cache_gib = 1.0 if kv_cache_gib is None else kv_cache_gib
             dtype = dtype or "float32"
-        else:
-            self.model = str(model or os.environ.get("INFEROPT_MODEL") or GPU_DEFAULT_MODEL)
+        else:   # the served model (serving/served_model.py): a folder, INFEROPT_MODEL, or the prepared default
+            self.model = _served.served_model(model, "gpu")
             if Path(self.model).expanduser().exists():
                 self.model = str(require_model(self.model))
-        self.served_name = served_name or (MODEL_NAME if model is None else Path(self.model).name)
+        self.served_name = served_name or _served.served_name(self.model)
         self.max_model_len = int(max_model_len)
         self.kv_cache_gib = kv_cache_gib
         self.dtype = dtype
@@ -205,6 +211,16 @@ class VLLMServer(ManagedProcess):
         self.startup_timeout = startup_timeout
         self.quiet = quiet
         self.log_path: Path | None = None
+        # ---- GPU memory share (serving/gpu_share.py): an explicit utilization, else the share of
+        # `engines` engines, else the share of the section the engine starts in (gpu_share.section_engines)
+        if gpu_memory_utilization is not None and not (0 < gpu_memory_utilization <= 1):
+            raise CourseError(f"gpu_memory_utilization={gpu_memory_utilization}: give a fraction in (0, 1], "
+                              "or leave it None for the course's share (serving/gpu_share.py)")
+        if engines is not None and not (isinstance(engines, int) and engines >= 1):
+            raise CourseError(f"engines={engines!r}: give how many engines share the GPU (a whole number ≥ 1)")
+        self.gpu_memory_utilization = gpu_memory_utilization
+        self.engines = engines
+        self.gpu_share = None
         self.facts = EngineFacts()   # filled from the running engine by start() (serving/engine_facts.py)
         self.startup_seconds: float | None = None
         self._pidfile: Path | None = None
@@ -246,7 +262,37 @@ class VLLMServer(ManagedProcess):
             args += ["--enforce-eager"]
         if self.kv_cache_gib is not None:
             args += ["--kv-cache-memory-bytes", str(int(self.kv_cache_gib * GiB))]
+        if self.kind == "gpu" and self.gpu_memory_utilization is not None:
+            args += ["--gpu-memory-utilization", f"{self.gpu_memory_utilization:.3f}"]
         return args + self.extra_args
+
+    # ---- GPU memory share (serving/gpu_share.py)
+    def _spec_dtype(self) -> tuple[str, str]:
+        dtype = self.dtype if self.dtype not in (None, "auto") else "bfloat16"
+        return ("fp32" if dtype == "float32" else "bf16"), dtype
+
+    @property
+    def spec_source(self) -> str:
+        """What the memory calculator reads for this server's model (a shipped name or a config.json)."""
+        return _served.config_source(self.model)
+
+    def assign_gpu_share(self):
+        """Give this GPU engine its memory share (``--gpu-memory-utilization``) unless one was given.
+
+        ``engines=n``: the share of n engines on this GPU now; else the share of the section it starts in
+        (:func:`inferopt.serving.gpu_share.section_engines`), else one engine's share. Refuses in one line
+        when the share cannot hold the engine. No effect on the CPU engine."""
+        if self.kind != "gpu" or self.gpu_memory_utilization is not None:
+            return self.gpu_share
+        from inferopt.serving import gpu_share
+
+        weight_format, dtype = self._spec_dtype()
+        kw = dict(model=self.spec_source, weight_format=weight_format, dtype=dtype,
+                  max_model_len=self.max_model_len, kv_cache_gib=self.kv_cache_gib)
+        share = gpu_share.engines_share(self.engines, **kw) if self.engines else gpu_share.section_share(**kw)
+        self.gpu_share = share
+        self.gpu_memory_utilization = share.gpu_memory_utilization
+        return share
 
     # ---- life cycle
     def start(self) -> VLLMServer:
@@ -256,6 +302,7 @@ class VLLMServer(ManagedProcess):
             return self
         require_engine(self.kind)
         sweep_stale_servers()
+        self.assign_gpu_share()
         if self.requested_port is not None:
             if not port_is_free(self.requested_port, self.host):
                 raise CourseError(f"port {self.requested_port} on {self.host} is already in use by another "

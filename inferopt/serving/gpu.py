@@ -72,3 +72,49 @@ def engine_kind() -> str:
     if forced:
         raise CourseError(f"INFEROPT_ENGINE={forced!r} is not understood; use 'cpu' or 'gpu' (or unset it).")
     return "gpu" if gpu_present() else "cpu"
+
+
+# ---------------------------------------------------------------- free memory (for the engines' shares)
+MEMORY_QUERY = ["--query-gpu=memory.free,memory.total", "--format=csv,noheader,nounits"]
+MiB = 1 << 20
+
+
+def parse_memory_query(out: str) -> list[tuple[int, int]]:
+    """(free_bytes, total_bytes) per GPU from ``nvidia-smi --query-gpu=memory.free,memory.total
+    --format=csv,noheader,nounits`` (MiB per line; lines that do not parse are skipped)."""
+    found = []
+    for line in out.strip().splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        try:
+            free, total = (int(float(p)) * MiB for p in parts[:2])
+        except ValueError:
+            continue
+        if len(parts) >= 2 and 0 <= free <= total and total > 0:
+            found.append((free, total))
+    return found
+
+
+def memory_info(device: int = 0) -> tuple[int, int] | None:
+    """(free_bytes, total_bytes) of one GPU now, or None without a GPU. Not cached: free memory changes.
+
+    PyTorch's ``torch.cuda.mem_get_info`` (``cudaMemGetInfo``, the figure vLLM budgets from:
+    ``vllm/v1/worker/utils.py: request_memory`` compares ``free_memory`` with
+    ``ceil(total_memory x gpu_memory_utilization)``) when this Python's torch sees CUDA, else
+    ``nvidia-smi`` (whose MiB total is a little above cudaMemGetInfo's)."""
+    try:
+        import torch
+
+        if torch.cuda.is_available() and device < torch.cuda.device_count():
+            free, total = torch.cuda.mem_get_info(device)
+            return int(free), int(total)
+    except Exception:   # a CPU torch, a broken driver: fall back to nvidia-smi
+        pass
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return None
+    try:
+        res = subprocess.run([exe, *MEMORY_QUERY], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = parse_memory_query(res.stdout) if res.returncode == 0 else []
+    return found[device] if device < len(found) else None
