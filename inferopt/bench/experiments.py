@@ -30,7 +30,8 @@ from inferopt.errors import CourseError
 # ---------------------------------------------------------------- /metrics
 WATCHED = ("vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc",
            "vllm:num_preemptions_total", "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total",
-           "vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_accepted_tokens_total")
+           "vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_accepted_tokens_total",
+           "vllm:spec_decode_num_drafts_total")
 
 
 def parse_metrics(text: str) -> dict:
@@ -54,6 +55,25 @@ def scrape(srv) -> dict:
 
 def delta(after: dict, before: dict, name: str) -> float:
     return after.get(name, 0.0) - before.get(name, 0.0)
+
+
+def per_step(after: dict, before: dict) -> float | None:
+    """Requests served per engine step between two scrapes: the engine's own batch size, from counters.
+
+    Every engine step that produces output adds one observation to ``vllm:iteration_tokens_total``
+    (a histogram; vLLM 0.32 ``v1/metrics/loggers.py``, one ``IterationStats`` per engine output in
+    ``v1/engine/async_llm.py``) and one generated token per request it advanced to
+    ``vllm:generation_tokens_total``. Their ratio is the mean number of requests each step decoded:
+    polling ``vllm:num_requests_running`` can miss a batch that lives 0.1 s, the counters cannot."""
+    steps = delta(after, before, "vllm:iteration_tokens_total_count")
+    return delta(after, before, "vllm:generation_tokens_total") / steps if steps > 0 else None
+
+
+def mean_queue_ms(after: dict, before: dict) -> float | None:
+    """Mean time a request waited in vLLM's queue between two scrapes (ms), from the
+    ``vllm:request_queue_time_seconds`` histogram's sum and count; None if no request finished."""
+    n = delta(after, before, "vllm:request_queue_time_seconds_count")
+    return 1000 * delta(after, before, "vllm:request_queue_time_seconds_sum") / n if n > 0 else None
 
 
 class MetricsPoller:
@@ -159,12 +179,17 @@ def shared_prefix_run(srv, tokenizer=None, *, n: int = 5, prefix_tokens: int = 6
 # ---------------------------------------------------------------- branch B
 def concurrency_sweep(srv, tokenizer=None, *, concurrencies=(1, 2, 4, 8), input_tokens: int = 100,
                       output_tokens: int = 32, min_rounds: int = 2, slo: SLO | None = None, writer=None,
-                      progress: bool = True, seed: int = 0) -> list[dict]:
-    """Closed-loop sweep on a running engine (fresh prompts per level); one summary per level."""
+                      progress: bool = True, seed: int = 0, min_requests: int = 1) -> list[dict]:
+    """Closed-loop sweep on a running engine (fresh prompts per level); one summary per level.
+
+    Each level sends max(``min_requests``, ``min_rounds`` x concurrency) requests: pass
+    ``min_requests=20`` where a level's P95 is to be read (no percentile from fewer than 20)."""
     from inferopt.bench.sweep import sweep
 
     ep = loadgen.Endpoint.from_server(srv)
-    wl = Workload(input_tokens=input_tokens, output_tokens=output_tokens, num_requests=1, seed=seed)
+    if min_requests < 1:
+        raise CourseError(f"min_requests={min_requests}: give 1 or more requests per level")
+    wl = Workload(input_tokens=input_tokens, output_tokens=output_tokens, num_requests=int(min_requests), seed=seed)
     return sweep(ep, wl, concurrencies=list(concurrencies), tokenizer=tokenizer or load_tokenizer(), slo=slo,
                  min_rounds=min_rounds, writer=writer, progress=progress)
 

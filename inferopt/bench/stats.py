@@ -12,6 +12,8 @@ import numpy as np
 
 from inferopt.errors import CourseError
 
+MIN_PERCENTILE_SAMPLES = 20   # the course's rule: no percentile is printed from fewer samples
+
 
 def percentile_ci(values, q: float = 95, *, level: float = 0.9, resamples: int = 2000,
                   seed: int = 0) -> tuple[float, float, float, int]:
@@ -31,3 +33,17 @@ def describe_ci(name: str, values_ms, q: float = 95, level: float = 0.9) -> str:
     """One line: 'TTFT P95 = 812 ms (n=8; 90% bootstrap CI 640-900 ms)'."""
     est, low, high, n = percentile_ci(values_ms, q, level=level)
     return f"{name} P{q:g} = {est:.0f} ms (n={n}; {level:.0%} bootstrap CI {low:.0f}-{high:.0f} ms)"
+
+
+def describe_tail(name: str, values_ms, q: float = 95, level: float = 0.9,
+                  min_n: int = MIN_PERCENTILE_SAMPLES) -> str:
+    """``describe_ci`` when there are at least ``min_n`` values; else the slowest value, named as such.
+
+    With fewer than 20 requests a P95 is an interpolation between the slowest few, not a tail
+    estimate: 'TTFT max = 674 ms (n=2; fewer than 20 requests, so no P95)'."""
+    vals = [v for v in values_ms if v is not None]
+    if not vals:
+        raise CourseError(f"describe_tail({name!r}): no values (did every request fail?)")
+    if len(vals) < min_n:
+        return f"{name} max = {max(vals):.0f} ms (n={len(vals)}; fewer than {min_n} requests, so no P{q:g})"
+    return describe_ci(name, vals, q, level)
