@@ -66,7 +66,7 @@ def test_the_readme_qwen_example_needs_its_config(monkeypatch, tmp_path):
     srv = VLLMServer(kind="gpu", kv_cache_gib=1.0)
     assert srv.served_name == "Qwen/Qwen2.5-1.5B-Instruct"
     with pytest.raises(CourseError, match="no config.json"):
-        srv.spec_source
+        _ = srv.spec_source
 
 
 def test_cpu_engine_ignores_inferopt_model_and_bad_names_are_refused(monkeypatch):
