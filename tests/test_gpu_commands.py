@@ -56,7 +56,7 @@ def test_every_notebook_engine_parses_on_the_gpu(parser, where, kw):
     assert not G.cpu_leaks([], srv.env)
     assert args.max_model_len == kw.get("max_model_len", 2048)
     assert args.gpu_memory_utilization == pytest.approx(share.gpu_memory_utilization)
-    assert args.enforce_eager is False and args.dtype == "auto"       # vLLM's GPU defaults: CUDA graphs, bf16
+    assert args.enforce_eager is False and args.dtype == kw.get("dtype", "auto")   # GPU defaults: CUDA graphs, bf16
     if kw.get("kv_cache_gib") is not None:
         assert args.kv_cache_memory_bytes == int(kw["kv_cache_gib"] * GiB)
     assert args.model == srv.model and args.served_model_name == [srv.served_name]
