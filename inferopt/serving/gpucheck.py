@@ -49,17 +49,9 @@ TINY = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "
 def machine_record() -> dict:
     """GPU name, driver, torch/CUDA/vLLM versions, date (UTC)."""
     from inferopt.serving.engine import installed_engine
-    from inferopt.serving.gpu import gpus
+    from inferopt.serving.gpu import driver_version, gpus
 
-    driver = None
-    exe = shutil.which("nvidia-smi")
-    if exe:
-        try:
-            out = subprocess.run([exe, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
-                                 text=True, timeout=10).stdout.strip().splitlines()
-            driver = out[0].strip() if out else None
-        except (OSError, subprocess.SubprocessError):
-            pass
+    driver = driver_version()
     try:
         import torch
 
