@@ -52,8 +52,8 @@ def test_each_starting_point_gets_a_first_change_from_the_decision_engine():
 def test_starts_are_sized_in_blocks_of_the_engine_that_runs():
     """CPU: the same budgets as before (3 and 256 blocks of 128 float32 tokens); GPU: the same meaning in
     16-token bf16 blocks (one 256-token request + the null block = 17, not 3 x the CPU block = 48)."""
+    from inferopt.planning import platform_defaults as P
     from inferopt.planning.memory import cpu_engine_prediction
-    from inferopt.serving import platform_defaults as P
 
     cpu_block = cpu_engine_prediction(kv_cache_gib=1.0, max_model_len=128).bytes_per_block   # 128 x 46,080 B
     cpu, gpu = T.starts("cpu"), T.starts("gpu")

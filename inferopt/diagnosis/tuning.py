@@ -21,7 +21,7 @@ Starting points (small workloads, a few seconds each on 2 cores):
 - ``kv_small``: 3 concurrent requests of 100 + 48 tokens with the least KV budget vLLM accepts for
   max_model_len 256 (one request's blocks + the null block: 3 blocks of 128 tokens on the CPU engine,
   17 of 16 on a GPU): requests wait for KV blocks and get preempted.
-Budgets are sized in blocks of the engine that will run (``inferopt.serving.platform_defaults``), so a
+Budgets are sized in blocks of the engine that will run (``inferopt.planning.platform_defaults``), so a
 start means the same on a CPU and a GPU.
 """
 from __future__ import annotations
@@ -47,8 +47,8 @@ class Start:
     run: dict                 # for the load generator: n, concurrency, prompt, output, shared_prefix
 
 
-def _cpu_block_bytes(dtype: str = "float32") -> int:
-    from inferopt.serving.platform_defaults import block_bytes
+def _cpu_block_bytes(dtype: str | None = None) -> int:
+    from inferopt.planning.platform_defaults import block_bytes
 
     return block_bytes("cpu", dtype=dtype)
 
@@ -58,8 +58,10 @@ PREFIX_OFF_KV_TOKENS = 32768   # a KV cache large enough that only prefill matte
 
 def starts(kind: str | None = None) -> dict:
     """The starting points, sized for the engine ``kind`` (default: the one this machine uses)."""
-    from inferopt.serving import platform_defaults as P
+    from inferopt.planning import platform_defaults as P
+    from inferopt.serving.gpu import engine_kind
 
+    kind = kind or engine_kind()
     blk = P.block_bytes(kind)
     small = P.least_kv_blocks(256, kind)
     return {
@@ -123,7 +125,9 @@ def techniques_on(args: tuple) -> list:
 
 
 def _deployment(start: Start, args: tuple, kv_bytes: int) -> dict:
-    dep = {"model": "smollm2-135m-instruct", "gpu": "cpu", "weight_format": "fp32", "dtype": "float32",
+    from inferopt.planning.platform_defaults import CPU
+
+    dep = {"model": "smollm2-135m-instruct", "gpu": "cpu", "weight_format": CPU.weight_format, "dtype": CPU.dtype,
            "max_model_len": start.max_model_len, "kv_cache_memory_bytes": kv_bytes}
     for f, v in _pairs(args):
         if f == "--max-num-batched-tokens":

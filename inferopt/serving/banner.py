@@ -1,10 +1,11 @@
 """The one banner every GPU-only notebook cell shows, so learners on a CPU know what they see instead."""
 from __future__ import annotations
 
+from inferopt.planning.platform_defaults import CPU
 from inferopt.serving.gpu import engine_kind
 
 GPU_BANNER = ("**GPU cell.** This cell needs a CUDA GPU with `vllm==0.32.0` (see README, GPU set-up). "
-              "On a CPU-only machine it runs the same steps on the CPU engine (SmolLM2-135M, float32) at "
+              f"On a CPU-only machine it runs the same steps on the CPU engine (SmolLM2-135M, {CPU.dtype}) at "
               "a smaller scale. What carries over: the mechanisms and the engine's own accounting (KV blocks, "
               "admission, preemption, prefix-cache hits, the token budget's chunking). What does not: speeds "
               "and ratios, which depend on where the bottleneck is. On two cores, engines share CPU time and "

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from inferopt.errors import CourseError
 from inferopt.paths import servers_dir
+from inferopt.planning import platform_defaults as _PLATFORM
 from inferopt.serving import served_model as _served
 from inferopt.serving.engine_facts import EngineFacts, read_engine_facts
 from inferopt.serving.gpu import engine_kind, gpu_present  # noqa: F401 (re-exported: notebooks import engine_kind here)
@@ -188,8 +189,8 @@ class VLLMServer(ManagedProcess):
             raise CourseError(f"kv_cache_gib={kv_cache_gib}: give a positive size in GiB, e.g. 1.0")
         if self.kind == "cpu":
             self.model = str(require_model(model))
-            kv_cache_gib = 1.0 if kv_cache_gib is None else kv_cache_gib
-            dtype = dtype or "float32"
+            kv_cache_gib = _PLATFORM.CPU.kv_cache_gib if kv_cache_gib is None else kv_cache_gib
+            dtype = dtype or _PLATFORM.CPU.dtype
         else:   # the served model (serving/served_model.py): a folder, INFEROPT_MODEL, or the prepared default
             self.model = _served.served_model(model, "gpu")
             if Path(self.model).expanduser().exists():
@@ -272,8 +273,9 @@ class VLLMServer(ManagedProcess):
 
     # ---- GPU memory share (serving/gpu_share.py)
     def _spec_dtype(self) -> tuple[str, str]:
-        dtype = self.dtype if self.dtype not in (None, "auto") else "bfloat16"
-        return ("fp32" if dtype == "float32" else "bf16"), dtype
+        d = _PLATFORM.defaults(self.kind)
+        dtype = self.dtype if self.dtype not in (None, "auto") else d.dtype
+        return (_PLATFORM.CPU.weight_format if dtype == _PLATFORM.CPU.dtype else _PLATFORM.GPU.weight_format), dtype
 
     @property
     def spec_source(self) -> str:
@@ -391,11 +393,12 @@ class VLLMServer(ManagedProcess):
         if self.kv_cache_gib is None or self.kind != "cpu":
             return ""
         try:
-            from inferopt.planning.memory import CPU_BLOCK_SIZE, GiB, start_verdict
+            from inferopt.planning.memory import GiB, start_verdict
 
-            v = start_verdict("smollm2-135m-instruct", None, weight_format="fp32" if (self.dtype or "float32") == "float32"
-                              else "bf16", dtype=self.dtype or "float32", max_model_len=self.max_model_len,
-                              kv_cache_memory_bytes=int(self.kv_cache_gib * GiB), block_size=CPU_BLOCK_SIZE)
+            weight_format, dtype = self._spec_dtype()
+            v = start_verdict(self.spec_source, None, weight_format=weight_format, dtype=dtype,
+                              max_model_len=self.max_model_len, kv_cache_memory_bytes=int(self.kv_cache_gib * GiB),
+                              block_size=_PLATFORM.CPU.block_size)
         except CourseError:
             return ""
         if v.will_start:

@@ -23,10 +23,11 @@ import re
 from pathlib import Path
 
 from inferopt.paths import REPO_ROOT as ROOT
+from inferopt.planning.platform_defaults import CPU
 
 CELL_RE = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 CPU_ONLY_FLAGS = ("--enforce-eager",)
-CPU_ONLY_VALUES = {"--dtype": ("float32", "float")}
+CPU_ONLY_VALUES = {"--dtype": (CPU.dtype, "float")}
 CPU_ENV_PREFIX = "VLLM_CPU_"
 _CTOR_KEYS = {"max_model_len", "kv_cache_gib", "dtype", "extra_args", "served_name", "gpu_memory_utilization",
               "engines"}
@@ -34,6 +35,20 @@ _CTOR_KEYS = {"max_model_len", "kv_cache_gib", "dtype", "extra_args", "served_na
 
 def notebook_sources() -> list[Path]:
     return sorted([*(ROOT / "chapters").glob("*.md"), *(ROOT / "solutions").glob("*.md")])
+
+
+def notebook_code(path: Path) -> str:
+    """A MyST notebook's code cells as one Python text, each line at its own line number in the file
+    (markdown, cell metadata and ``%``/``!`` lines blank)."""
+    text = Path(path).read_text()
+    lines = [""] * (text.count("\n") + 1)
+    for m in CELL_RE.finditer(text):
+        first = text.count("\n", 0, m.start(1))
+        cell = m.group(1).splitlines()
+        skip = cell.index("---", 1) + 1 if cell[:1] == ["---"] and "---" in cell[1:] else 0   # cell metadata
+        for i, ln in enumerate(cell):
+            lines[first + i] = "" if i < skip or ln.lstrip().startswith(("%", "!", ":")) else ln
+    return "\n".join(lines)
 
 
 def _literal(node, names: dict):
@@ -49,15 +64,7 @@ def notebook_configurations(paths=None) -> list[tuple[str, dict]]:
     """(``file:line``, literal VLLMServer keyword arguments) for every VLLMServer call in the notebooks."""
     out = []
     for path in paths or notebook_sources():
-        text = path.read_text()
-        lines = [""] * (text.count("\n") + 1)       # the code cells at their own line numbers, the rest blank
-        for m in CELL_RE.finditer(text):
-            first = text.count("\n", 0, m.start(1))
-            cell = m.group(1).splitlines()
-            skip = cell.index("---", 1) + 1 if cell[:1] == ["---"] and "---" in cell[1:] else 0   # cell metadata
-            for i, ln in enumerate(cell):
-                lines[first + i] = "" if i < skip or ln.lstrip().startswith(("%", "!", ":")) else ln
-        code = "\n".join(lines)
+        code = notebook_code(path)
         try:
             tree = ast.parse(code)
         except SyntaxError:

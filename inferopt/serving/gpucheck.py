@@ -41,8 +41,8 @@ GiB = 1 << 30
 RECORD_DIR = REPO_ROOT / "assets" / "results" / "gpu"
 TOKEN_BUDGETS = (2048, 8192)        # vLLM 0.32 get_batch_defaults: A100 and smaller / H100, H200
 DECODE_BATCHES = (1, 8, 32, 64, 128, 256)
-TINY = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "vocab_size": 512}
+TINY = {"hidden_size": 64, "intermediate_size": 96, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "vocab_size": 500}
 
 
 # ---------------------------------------------------------------- where and when

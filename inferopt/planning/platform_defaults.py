@@ -44,18 +44,15 @@ CPU = PlatformDefaults("cpu", 128, "float32", 1.0, "fp32")
 GPU = PlatformDefaults("gpu", 16, "bfloat16", None, "bf16")
 
 
-def defaults(kind: str | None = None) -> PlatformDefaults:
-    """The defaults of the engine ``kind`` ('cpu' or 'gpu'; default: the engine this machine uses)."""
-    if kind is None:
-        from inferopt.serving.gpu import engine_kind
-
-        kind = engine_kind()
+def defaults(kind: str) -> PlatformDefaults:
+    """The defaults of the engine ``kind`` ('cpu' or 'gpu'; the live layer asks
+    ``inferopt.serving.gpu.engine_kind()`` which one this machine uses)."""
     if kind not in ("cpu", "gpu"):
         raise CourseError(f"kind={kind!r}: use 'cpu' or 'gpu'")
     return CPU if kind == "cpu" else GPU
 
 
-def block_bytes(kind: str | None = None, model="smollm2-135m-instruct", dtype: str | None = None) -> int:
+def block_bytes(kind: str, model="smollm2-135m-instruct", dtype: str | None = None) -> int:
     """Bytes of one KV block (all layers) of ``model`` on the engine ``kind``, by the memory calculator."""
     from inferopt.planning.memory import calculate
 
@@ -66,16 +63,16 @@ def block_bytes(kind: str | None = None, model="smollm2-135m-instruct", dtype: s
     return r.bytes_per_block
 
 
-def blocks_for_tokens(tokens: int, kind: str | None = None) -> int:
+def blocks_for_tokens(tokens: int, kind: str) -> int:
     return math.ceil(int(tokens) / defaults(kind).block_size)
 
 
-def kv_bytes_for_blocks(blocks: int, kind: str | None = None, model="smollm2-135m-instruct",
+def kv_bytes_for_blocks(blocks: int, kind: str, model="smollm2-135m-instruct",
                         dtype: str | None = None) -> int:
     """A KV budget of exactly ``blocks`` blocks (the null block included) on the engine ``kind``."""
     return int(blocks) * block_bytes(kind, model, dtype)
 
 
-def least_kv_blocks(max_model_len: int, kind: str | None = None) -> int:
+def least_kv_blocks(max_model_len: int, kind: str) -> int:
     """The fewest blocks vLLM accepts for ``max_model_len``: one whole request plus the null block."""
     return blocks_for_tokens(max_model_len, kind) + NULL_BLOCKS
