@@ -176,7 +176,7 @@ def test_no_cycle_without_one(tmp_path):
 # ---------------------------------------------------------------- layers (CONTRIBUTING.md, "layer by layer")
 LAYERS = ["base", "engines", "live parts", "views", "commands"]
 # pure functions that live beside the live code they serve (no process, no network): engines
-PURE_PARSERS = ("bench", "bench.metrics", "bench.results", "monitoring", "monitoring.metrics_parse")
+PURE_PARSERS = ("bench", "bench.metrics", "bench.results", "bench.spec_decode", "monitoring", "monitoring.metrics_parse")
 
 
 def layer_of(module: str) -> str:

@@ -1,0 +1,193 @@
+"""Workshop pacing: each notebook's time estimate read from its own front matter, and the plans
+in INSTRUCTORS.md checked (or rewritten) against those estimates.
+
+A chapter states its time in its front matter, e.g. ``**Time**: about 25 minutes of reading,
+15 minutes of working.`` and, for a live notebook, how long its run takes in ``**What it runs**``
+(``About 10–12 minutes on a 2-core laptop``; a range counts at its upper end). A notebook's
+estimate = reading + working + run.
+
+A plan in INSTRUCTORS.md is a table under an HTML comment ``<!-- plan: NAME -->``: one row per
+block, ``| start | minutes | notebooks | what | without enough cores |``. ``notebooks`` names
+chapters by number (``02b``) and labs as ``lab 1``; a row whose notebooks cell is ``break``
+keeps the minutes it states. ``check_plan`` fails when a row's minutes differ from the sum of
+its notebooks' estimates, when a start is not the previous start plus the previous minutes, or
+when the plan's stated total (``<!-- plan: NAME, total 3:27 -->``) is not the sum.
+
+    python -m inferopt.pacing            # print every notebook's estimate and each plan's check
+    python -m inferopt.pacing --write    # rewrite the plan tables of INSTRUCTORS.md from the estimates
+"""
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from inferopt.errors import CourseError
+from inferopt.paths import CHAPTERS, REPO_ROOT, SOLUTIONS
+
+INSTRUCTORS = REPO_ROOT / "INSTRUCTORS.md"
+_NUM = r"(\d+)(?:\s*[–-]\s*(\d+))?"
+_READ = re.compile(_NUM + r"\s+minutes\s+(?:of\s+reading|to\s+read)")
+_WORK = re.compile(_NUM + r"\s+minutes\s+of\s+working")
+_RUN = re.compile(r"(?:[Aa]bout|runs in about)\s+" + _NUM + r"\s+minutes(?:\s+of\s+engine\s+time)?\s+on\s+(?:a\s+)?2")
+_PLAN = re.compile(r"<!--\s*plan:\s*([\w-]+)\s*,\s*total\s+(\d+):(\d\d)\s*-->")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    notebook: str           # "02b", "lab 1"
+    path: str
+    reading: int
+    working: int
+    run: int                # minutes the notebook's own run takes (0: no engine)
+
+    @property
+    def total(self) -> int:
+        return self.reading + self.working + self.run
+
+
+def _hi(m) -> int:
+    return int(m.group(2) or m.group(1))
+
+
+def notebook_path(name: str) -> Path:
+    """The MyST twin of a chapter ('02b') or a lab ('lab 1')."""
+    key = name.strip().lower()
+    m = re.fullmatch(r"lab\s*(\d)", key)
+    found = sorted(SOLUTIONS.glob(f"lab{m.group(1)}-*.md")) if m else sorted(CHAPTERS.glob(f"{key}-*.md"))
+    if len(found) != 1:
+        raise CourseError(f"plan names {name!r}: no single notebook matches; use a chapter number "
+                          "('02b') or a lab ('lab 1')")
+    return found[0]
+
+
+def estimate(name: str) -> Estimate:
+    """Reading, working and run minutes as the notebook's front matter states them."""
+    path = notebook_path(name)
+    head = path.read_text().split("\n## ", 1)[0]
+    time_line = next((ln for ln in head.splitlines() if "**Time**" in ln), None)
+    if time_line is None:
+        raise CourseError(f"{path.relative_to(REPO_ROOT)}: no **Time** line in its front matter")
+    read = _READ.search(time_line)
+    if read is None:
+        raise CourseError(f"{path.relative_to(REPO_ROOT)}: the **Time** line states no 'N minutes of reading'")
+    work = _WORK.search(time_line)
+    runs_line = next((ln for ln in head.splitlines() if "**What it runs**" in ln), "")
+    run = _RUN.search(time_line) or _RUN.search(runs_line)
+    if "plus the run" in time_line and run is None:
+        raise CourseError(f"{path.relative_to(REPO_ROOT)}: 'plus the run' but **What it runs** states no minutes")
+    return Estimate(notebook=name, path=str(path.relative_to(REPO_ROOT)), reading=_hi(read),
+                    working=_hi(work) if work else 0, run=_hi(run) if run else 0)
+
+
+def hm(minutes: int) -> str:
+    return f"{minutes // 60}:{minutes % 60:02d}"
+
+
+def _items(cell: str) -> list[str]:
+    return [x.strip() for x in cell.split(",") if x.strip()]
+
+
+def parse_plans(text: str) -> dict[str, dict]:
+    """{name: {"total": minutes, "rows": [(start, minutes, [notebooks], what, fallback)]}} from INSTRUCTORS.md."""
+    plans = {}
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        m = _PLAN.search(line)
+        if not m:
+            continue
+        rows = []
+        for row in lines[i + 1:]:
+            if not row.startswith("|"):
+                if rows or row.strip():
+                    break
+                continue
+            cells = [c.strip() for c in row.strip().strip("|").split("|")]
+            if cells[0] in ("start", "") or set(cells[0]) <= set("-: "):
+                continue
+            if len(cells) != 5 or not re.fullmatch(r"\d+:\d\d", cells[0]) or not cells[1].isdigit():
+                raise CourseError(f"INSTRUCTORS.md plan {m.group(1)}: row {row!r} is not "
+                                  "| h:mm | minutes | notebooks | what | without enough cores |")
+            h, mm = cells[0].split(":")
+            rows.append((int(h) * 60 + int(mm), int(cells[1]), _items(cells[2]), cells[3], cells[4]))
+        plans[m.group(1)] = {"total": int(m.group(2)) * 60 + int(m.group(3)), "rows": rows}
+    return plans
+
+
+def check_plan(plan: dict) -> list[str]:
+    """Every way the plan does not add up (empty: it does)."""
+    problems, t = [], 0
+    for start, minutes, items, what, _fallback in plan["rows"]:
+        if start != t:
+            problems.append(f"'{what}' starts at {hm(start)}, but the rows before it end at {hm(t)}")
+        if items != ["break"]:
+            est = [estimate(x) for x in items]
+            want = sum(e.total for e in est)
+            if minutes != want:
+                parts = " + ".join(f"{e.notebook} {e.total}" for e in est)
+                problems.append(f"'{what}' gives {minutes} min, but the notebooks' front matter adds up to "
+                                f"{want} ({parts})")
+        t = start + minutes
+    if plan["total"] != t:
+        problems.append(f"the plan states a total of {hm(plan['total'])}, but its rows add up to {hm(t)}")
+    return problems
+
+
+def rewrite(text: str) -> str:
+    """``text`` with each plan's minutes, starts and total recomputed from the front matter."""
+    out, lines, i = [], text.splitlines(), 0
+    plans = parse_plans(text)
+    while i < len(lines):
+        m = _PLAN.search(lines[i])
+        if not m:
+            out.append(lines[i])
+            i += 1
+            continue
+        rows = plans[m.group(1)]["rows"]
+        t, body = 0, []
+        for _start, minutes, items, what, fallback in rows:
+            mins = minutes if items == ["break"] else sum(estimate(x).total for x in items)
+            body.append(f"| {hm(t)} | {mins} | {', '.join(items)} | {what} | {fallback} |")
+            t += mins
+        out.append(f"<!-- plan: {m.group(1)}, total {hm(t)} -->")
+        i += 1
+        while i < len(lines) and not lines[i].startswith("|"):
+            out.append(lines[i])
+            i += 1
+        header = []
+        while i < len(lines) and lines[i].startswith("|"):
+            cells = [c.strip() for c in lines[i].strip().strip("|").split("|")]
+            if cells[0] == "start" or set(cells[0]) <= set("-: "):
+                header.append(lines[i])
+            i += 1
+        out += header + body
+    return "\n".join(out) + ("\n" if text.endswith("\n") else "")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m inferopt.pacing", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--write", action="store_true", help="rewrite the plan tables of INSTRUCTORS.md")
+    args = ap.parse_args(argv)
+    text = INSTRUCTORS.read_text()
+    if args.write:
+        INSTRUCTORS.write_text(rewrite(text))
+        text = INSTRUCTORS.read_text()
+    names = [p.name.split("-")[0] for p in sorted(CHAPTERS.glob("*.md"))]
+    names += [f"lab {p.name[3]}" for p in sorted(SOLUTIONS.glob("lab*.md"))]
+    for n in names:
+        e = estimate(n)
+        print(f"{n:7s} {e.total:4d} min  (reading {e.reading}, working {e.working}, run {e.run})  {e.path}")
+    print(f"all notebooks: {hm(sum(estimate(n).total for n in names))}")
+    bad = 0
+    for name, plan in parse_plans(text).items():
+        problems = check_plan(plan)
+        bad += bool(problems)
+        print(f"plan {name}: {'adds up' if not problems else 'does NOT add up'} ({hm(plan['total'])})")
+        for p in problems:
+            print("  -", p)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,83 @@
+"""What a notebook's stored outputs say: their text, and a measured figure read out of them.
+
+A chapter that quotes another chapter's measurement reads it from that chapter's stored outputs
+(the ones strict nbval compares) instead of typing it, so the quote cannot drift from the run;
+``tests/test_prose_matches_outputs.py`` uses the same text to check the numbers markdown quotes.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from inferopt.errors import CourseError
+from inferopt.paths import CHAPTERS, REPO_ROOT
+
+_TEXT_KEYS = ("text/markdown", "text/plain")
+
+
+def _path(notebook: str | Path) -> Path:
+    p = Path(notebook)
+    if not p.suffix:
+        p = p.with_suffix(".ipynb")
+    for cand in (p, REPO_ROOT / p, CHAPTERS / p.name):
+        if cand.is_file():
+            return cand
+    matches = sorted(CHAPTERS.glob(f"{p.stem}*.ipynb"))
+    if len(matches) == 1:
+        return matches[0]
+    raise CourseError(f"notebook {str(notebook)!r} not found: name a file under chapters/ "
+                      "(e.g. '02b-decision-tree-live' or 'chapters/05b-load-test.ipynb')")
+
+
+def output_texts(notebook: str | Path) -> list[str]:
+    """The text of every stored output of ``notebook``, cell by cell (streams, plain text, markdown)."""
+    path = _path(notebook)
+    try:
+        nb = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise CourseError(f"{path}: not a notebook ({e}); restore it with git") from None
+    texts = []
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
+        parts = []
+        for out in cell.get("outputs", []):
+            if "text" in out:
+                parts.append("".join(out["text"]) if isinstance(out["text"], list) else out["text"])
+            for key in _TEXT_KEYS:
+                val = out.get("data", {}).get(key)
+                if val is not None:
+                    parts.append("".join(val) if isinstance(val, list) else val)
+                    break
+        texts.append("\n".join(parts))
+    return texts
+
+
+def markdown_outputs(notebook: str | Path) -> list[str]:
+    """The ``display(Markdown(...))`` outputs of ``notebook``: prose generated from a cell's result."""
+    nb = json.loads(_path(notebook).read_text())
+    found = []
+    for cell in nb.get("cells", []):
+        for out in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            val = out.get("data", {}).get("text/markdown")
+            if val is not None:
+                found.append("".join(val) if isinstance(val, list) else val)
+    return found
+
+
+def stored_figure(notebook: str | Path, pattern: str, what: str) -> tuple[float, ...]:
+    """The numbers captured by ``pattern`` (a regex with groups) in ``notebook``'s stored outputs.
+
+    The first match wins; a missing match is one clear line naming the notebook and the sentence.
+    """
+    rx = re.compile(pattern)
+    for text in output_texts(notebook):
+        m = rx.search(text)
+        if m:
+            try:
+                return tuple(float(g.replace(",", "")) for g in m.groups())
+            except ValueError:
+                break
+    raise CourseError(f"{_path(notebook).relative_to(REPO_ROOT)}: its stored outputs do not state {what} "
+                      f"(looked for /{pattern}/); re-execute that notebook, or update the pattern if its wording changed")
