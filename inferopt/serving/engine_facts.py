@@ -143,6 +143,25 @@ def token_budget_from_log(log_text: str) -> int | None:
     return None
 
 
+@dataclass
+class StartupFacts:
+    """What the engine said about itself at start-up (None where the log had no such line)."""
+    kv_cache_tokens: int | None
+    max_concurrency: float | None
+    concurrency_for_tokens: int | None
+
+
+def parse_startup_log(text: str) -> StartupFacts:
+    """Parse vLLM's 'KV cache size: N tokens' and 'Maximum concurrency for L tokens per request: Xx'."""
+    kv = _KV_RE.findall(text or "")
+    conc = _CONC_RE.findall(text or "")
+    return StartupFacts(
+        kv_cache_tokens=int(kv[-1].replace(",", "")) if kv else None,
+        max_concurrency=float(conc[-1][1]) if conc else None,
+        concurrency_for_tokens=int(conc[-1][0].replace(",", "")) if conc else None,
+    )
+
+
 def facts_from_sources(metrics_text: str = "", models_json: dict | None = None, log_text: str = "") -> EngineFacts:
     """Combine what /metrics, /v1/models and the start-up log say (any may be empty)."""
     labels = cache_config_labels(metrics_text)
@@ -151,8 +170,7 @@ def facts_from_sources(metrics_text: str = "", models_json: dict | None = None, 
     if data:
         model = data[0].get("id")
         max_len = _int(data[0].get("max_model_len"))
-    kv = _KV_RE.findall(log_text or "")
-    conc = _CONC_RE.findall(log_text or "")
+    startup = parse_startup_log(log_text)
     dtype = _DTYPE_RE.findall(log_text or "")
     return EngineFacts(
         model=model,
@@ -160,9 +178,11 @@ def facts_from_sources(metrics_text: str = "", models_json: dict | None = None, 
         block_size=_int(labels.get("block_size")),
         num_blocks=_int(labels.get("num_gpu_blocks")),
         # the log's figures first (what the course has always compared with), the labels where no log
-        kv_cache_tokens=_int(kv[-1]) if kv else _int(labels.get("kv_cache_size_tokens")),
-        max_concurrency=float(conc[-1][1]) if conc else _float(labels.get("kv_cache_max_concurrency")),
-        concurrency_for_tokens=_int(conc[-1][0]) if conc else max_len,
+        kv_cache_tokens=startup.kv_cache_tokens if startup.kv_cache_tokens is not None
+        else _int(labels.get("kv_cache_size_tokens")),
+        max_concurrency=startup.max_concurrency if startup.max_concurrency is not None
+        else _float(labels.get("kv_cache_max_concurrency")),
+        concurrency_for_tokens=startup.concurrency_for_tokens or max_len,
         cache_dtype=labels.get("cache_dtype"),
         model_dtype=dtype[-1] if dtype else None,
         max_num_batched_tokens=token_budget_from_log(log_text),
