@@ -14,17 +14,17 @@ SOURCE = "inferopt/planning/platform_defaults.py"
 
 ALLOWED = {   # file: (hits, why / who fixes it)
     # not platform constants: data, other models' shapes, sample values
-    "inferopt/diagnosis/decision.py": (3, "a flag's help text; vLLM's get_batch_defaults figures (cited there); the "
-                                          "fp32 weight format's dtype name"),
+    "inferopt/diagnosis/decision.py": (2, "a flag's help text; the fp32 weight format's dtype name"),
+    "inferopt/planning/roofline.py": (1, "an error message's example byte sizes"),
     "inferopt/labcheck/lab3.py": (1, "random --max-num-seqs values for a lab check"),
-    "inferopt/labcheck/lab5.py": (1, "random concurrency levels for a lab check"),
+    "inferopt/labcheck/lab5.py": (2, "random concurrency levels for a lab check"),
     "inferopt/serving/gpucheck.py": (1, "decode batch sizes for the roofline"),
     "inferopt/serving/engine_facts.py": (1, "the dtype-name-to-bytes table"),
     "inferopt/serving/model_prep.py": (1, "the GGUF is dequantized to float32 when the model is prepared"),
-    "inferopt/labcheck/lab2.py": (5, "lab 2's CPU task (block size 128 and float32 of the CPU engine the lab measures); "
-                                     "b-labs: read them from the engine's facts"),
-    "inferopt/planning/memory.py": (10, "the calculator's dtype tables, INT4 group size 128, CPU_BLOCK_SIZE (a2-memory: "
-                                        "take it from planning/platform_defaults.CPU)"),
+    "inferopt/labcheck/lab2.py": (4, "random model shapes (heads, head_dim, a max length in 128-token multiples) and "
+                                     "the float32 named in a hint for lab 2's CPU task"),
+    "inferopt/planning/memory.py": (11, "the calculator's dtype tables, INT4 group size 128, the dtype name of "
+                                        "the fp32 weight format (block sizes come from planning/platform_defaults)"),
     "inferopt/bench/experiments.py": (2, "min_kv_gib/kv_for_concurrency default dtype='float32' (owner of bench/"
                                          "experiments: default to the running engine's dtype)"),
     "chapters/03-combination-pitfalls.md": (1, "batch sizes of a plot"),
@@ -33,9 +33,6 @@ ALLOWED = {   # file: (hits, why / who fixes it)
                                      "say the engine's dtype from srv.facts)"),
     "solutions/lab5-monitoring-alerts.md": (2, "a benchmark table's concurrency column"),
     # platform constants the notebooks' owners must replace with the engine's facts
-    "chapters/00-start-here.md": (1, "line 134 block = 128 if cpu else 16 (d2-livenb: srv.facts.block_size)"),
-    "chapters/06-monitoring-and-capacity.md": (1, "line 194 '2 * 128' tokens per 2 blocks (d2-livenb: "
-                                                  "srv.facts.tokens_for_blocks(2))"),
     "chapters/06b-scale-out.md": (6, "lines 106/117/272/574/656: 3 blocks of 128 (d2-livenb: size C from "
                                      "platform_defaults.least_kv_blocks / EngineFacts, assert on usable_blocks)"),
     "solutions/lab2-memory-calculator.md": (2, "line 157 block_size=128 default, line 195 dtype='float32' (b-labs)"),

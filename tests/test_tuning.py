@@ -52,19 +52,20 @@ def test_each_starting_point_gets_a_first_change_from_the_decision_engine():
 def test_starts_are_sized_in_blocks_of_the_engine_that_runs():
     """CPU: the same budgets as before (3 and 256 blocks of 128 float32 tokens); GPU: the same meaning in
     16-token bf16 blocks (one 256-token request + the null block = 17, not 3 x the CPU block = 48)."""
+    from inferopt.planning import memory as M
     from inferopt.planning import platform_defaults as P
     from inferopt.planning.memory import cpu_engine_prediction
 
     cpu_block = cpu_engine_prediction(kv_cache_gib=1.0, max_model_len=128).bytes_per_block   # 128 x 46,080 B
     cpu, gpu = T.starts("cpu"), T.starts("gpu")
     assert cpu["kv_small"].kv_cache_bytes == 3 * cpu_block and cpu["prefix_off"].kv_cache_bytes == 256 * cpu_block
-    gpu_block = P.block_bytes("gpu")
+    gpu_block = M.block_bytes("gpu")
     assert gpu_block == 16 * 2 * 30 * 3 * 64 * 2                    # 16 tokens x K,V x layers x KV heads x head_dim x bf16
     assert gpu["kv_small"].kv_cache_bytes == 17 * gpu_block
     assert gpu["prefix_off"].kv_cache_bytes == 2048 * gpu_block      # the same 32,768 tokens
     for kind, st in (("cpu", cpu), ("gpu", gpu)):
         d = P.defaults(kind)
-        usable = st["kv_small"].kv_cache_bytes // P.block_bytes(kind) - 1        # the null block
+        usable = st["kv_small"].kv_cache_bytes // M.block_bytes(kind) - 1        # the null block
         assert usable * d.block_size >= 256 > (usable - 1) * d.block_size        # one request fits, barely
         assert 3 * (100 + 48) > usable * d.block_size                            # 3 in flight cannot: preemption
     assert cpu["kv_small"].title == "KV budget of 3 blocks for 3 concurrent requests"

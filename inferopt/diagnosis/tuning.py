@@ -48,7 +48,7 @@ class Start:
 
 
 def _cpu_block_bytes(dtype: str | None = None) -> int:
-    from inferopt.planning.platform_defaults import block_bytes
+    from inferopt.planning.memory import block_bytes
 
     return block_bytes("cpu", dtype=dtype)
 
@@ -58,11 +58,12 @@ PREFIX_OFF_KV_TOKENS = 32768   # a KV cache large enough that only prefill matte
 
 def starts(kind: str | None = None) -> dict:
     """The starting points, sized for the engine ``kind`` (default: the one this machine uses)."""
+    from inferopt.planning import memory as M
     from inferopt.planning import platform_defaults as P
     from inferopt.serving.gpu import engine_kind
 
     kind = kind or engine_kind()
-    blk = P.block_bytes(kind)
+    blk = M.block_bytes(kind)
     small = P.least_kv_blocks(256, kind)
     return {
         "prefix_off": Start(

@@ -67,6 +67,8 @@ def boundary_cases():
     for k in LATENCY:
         for factor in (1.0, 1.000001, 0.999999):
             metrics = {m: (v * factor if m == k else v * 0.5) for m, v in base.items()}
+            for m in ("ttft", "tpot"):  # a P99 never below its P95 (the engine refuses such input)
+                metrics[f"{m}_p99_ms"] = max(metrics[f"{m}_p99_ms"], metrics[f"{m}_p95_ms"])
             out.append((metrics, dict(base)))
     slos = dict(base, throughput_tok_s=1000)
     for tp in (1000, 999.999, 1000.001):

@@ -45,6 +45,7 @@ from functools import lru_cache
 
 from inferopt.errors import CourseError
 from inferopt.planning import gpu_catalog as _catalog
+from inferopt.planning import platform_defaults as _PLATFORM
 from inferopt.planning import runtime_memory as _rt
 from inferopt.planning.model_specs import ModelSpec, load_spec
 
@@ -74,8 +75,8 @@ WEIGHT_FORMATS = {
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92   # vLLM 0.32's --gpu-memory-utilization default
 DEFAULT_RUNTIME_BUFFER_GIB = 5.0        # the original chapter's flat buffer (runtime="original-5gb")
 RUNTIME_MODES = _rt.RUNTIME_MODES
-GPU_BLOCK_SIZE = 16                      # vLLM CacheConfig.DEFAULT_BLOCK_SIZE (CUDA)
-CPU_BLOCK_SIZE = 128                     # vLLM CPU backend default (vllm/platforms/cpu.py)
+GPU_BLOCK_SIZE = _PLATFORM.GPU.block_size   # vLLM CacheConfig default on CUDA (planning/platform_defaults.py)
+CPU_BLOCK_SIZE = _PLATFORM.CPU.block_size   # vLLM CPU backend default (planning/platform_defaults.py)
 
 
 def gpu_catalog() -> dict:
@@ -327,7 +328,7 @@ def gpu_total(gpu: str, runtime: str = "model") -> tuple[float, str]:
     """
     g = _gpu(gpu)
     if runtime != "model":
-        return g["memory_mib_reported"] / 1024, "nvidia-smi total"
+        return g["memory_mib_reported"] / 1024, "total as nvidia-smi reports it"
     if g.get("cuda_total_gib"):
         return float(g["cuda_total_gib"]), "cudaMemGetInfo total, from a cited log"
     est = g["memory_mib_reported"] / 1024 - _rt.DRIVER_RESERVE_GIB
@@ -780,3 +781,19 @@ def startup_log_table(rows: list[dict] | None = None) -> str:
                    f"{r['max_model_len'] or '':>8} {r['token_budget'] or '':>7} {r['logged_kv_gib']:>9.2f} "
                    f"{pred:>9} {err:>7}  {note}")
     return "\n".join(out)
+
+
+# ---------------------------------------------------------------- KV budgets in an engine's blocks
+def block_bytes(kind: str, model="smollm2-135m-instruct", dtype: str | None = None) -> int:
+    """Bytes of one KV block (all layers) of ``model`` on the engine ``kind``, by the memory calculator."""
+    d = _PLATFORM.defaults(kind)
+    dtype = dtype or d.dtype
+    r = calculate(model, None, weight_format="fp32" if dtype == "float32" else "bf16", dtype=dtype,
+                  max_model_len=d.block_size, kv_cache_memory_bytes=1 << 40, block_size=d.block_size)
+    return r.bytes_per_block
+
+
+def kv_bytes_for_blocks(blocks: int, kind: str, model="smollm2-135m-instruct",
+                        dtype: str | None = None) -> int:
+    """A KV budget of exactly ``blocks`` blocks (the null block included) on the engine ``kind``."""
+    return int(blocks) * block_bytes(kind, model, dtype)

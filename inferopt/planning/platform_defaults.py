@@ -20,8 +20,9 @@ GPU engine (``vllm==0.32.0``):
   :mod:`inferopt.serving.gpu_share`).
 Both: vLLM keeps one KV block as the null block (``vllm/v1/core/block_pool.py: BlockPool``).
 
-:func:`block_bytes` and :func:`kv_bytes_for_blocks` size a KV budget in *blocks of the engine that will
-run*, so "two usable blocks" means two blocks on any platform.
+:func:`inferopt.planning.memory.block_bytes` and :func:`~inferopt.planning.memory.kv_bytes_for_blocks`
+size a KV budget in *blocks of the engine that will run* from these defaults, so "two usable blocks"
+means two blocks on any platform.
 """
 from __future__ import annotations
 
@@ -54,25 +55,8 @@ def defaults(kind: str) -> PlatformDefaults:
     return CPU if kind == "cpu" else GPU
 
 
-def block_bytes(kind: str, model="smollm2-135m-instruct", dtype: str | None = None) -> int:
-    """Bytes of one KV block (all layers) of ``model`` on the engine ``kind``, by the memory calculator."""
-    from inferopt.planning.memory import calculate
-
-    d = defaults(kind)
-    dtype = dtype or d.dtype
-    r = calculate(model, None, weight_format="fp32" if dtype == "float32" else "bf16", dtype=dtype,
-                  max_model_len=d.block_size, kv_cache_memory_bytes=1 << 40, block_size=d.block_size)
-    return r.bytes_per_block
-
-
 def blocks_for_tokens(tokens: int, kind: str) -> int:
     return math.ceil(int(tokens) / defaults(kind).block_size)
-
-
-def kv_bytes_for_blocks(blocks: int, kind: str, model="smollm2-135m-instruct",
-                        dtype: str | None = None) -> int:
-    """A KV budget of exactly ``blocks`` blocks (the null block included) on the engine ``kind``."""
-    return int(blocks) * block_bytes(kind, model, dtype)
 
 
 def least_kv_blocks(max_model_len: int, kind: str) -> int:

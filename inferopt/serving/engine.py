@@ -55,7 +55,7 @@ from inferopt.serving.managed_process import (
     port_is_free,
 )
 from inferopt.serving.managed_process import log_tail as _log_tail
-from inferopt.serving.model_prep import MODEL_NAME, PREPARE_COMMAND, require_model  # noqa: F401 (MODEL_NAME re-exported)
+from inferopt.serving.model_prep import MODEL_NAME, PREPARE_COMMAND, require_model
 
 GiB = 1 << 30
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
