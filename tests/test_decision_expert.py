@@ -202,22 +202,22 @@ def ids(c):
     return [x["id"] for x in c]
 
 
-def test_int4_without_marlin_at_small_batch_is_expressible_and_names_the_fix():
-    c = conflicts_for(["int4_awq_marlin"], {"int4_kernel": "other", "concurrency": 1})
-    assert ids(c) == ["int4_small_batch_no_marlin"] and c[0]["avoid_flags"] == ["--quantization", "awq_marlin"]
-    assert ids(conflicts_for(["int4_awq_marlin"], {"int4_kernel": "marlin", "concurrency": 1})) == []
-    assert ids(conflicts_for(["int4_awq_marlin"], {"int4_kernel": "other", "concurrency": 64})) == []
+def test_int4_without_marlin_beyond_batch_2_is_expressible_and_names_the_fix():
+    c = conflicts_for(["int4_awq_marlin"], {"int4_kernel": "other", "concurrency": 16})
+    assert ids(c) == ["int4_no_marlin_large_batch"] and c[0]["avoid_flags"] == ["--quantization", "awq_marlin"]
+    assert ids(conflicts_for(["int4_awq_marlin"], {"int4_kernel": "marlin", "concurrency": 16})) == []
+    assert ids(conflicts_for(["int4_awq_marlin"], {"int4_kernel": "other", "concurrency": 1})) == []
     # without the kernel named, the GPU decides: a V100 (Volta) has no Marlin; a T4 (Turing, 7.5) has it
-    assert ids(conflicts_for(["int4_awq_marlin"], {"gpu_type": "V100", "concurrency": 2})) == ["int4_small_batch_no_marlin"]
-    assert ids(conflicts_for(["int4_awq_marlin"], {"gpu_type": "T4", "concurrency": 2})) == []
+    assert ids(conflicts_for(["int4_awq_marlin"], {"gpu_type": "V100", "concurrency": 16})) == ["int4_no_marlin_large_batch"]
+    assert ids(conflicts_for(["int4_awq_marlin"], {"gpu_type": "T4", "concurrency": 16})) == []
 
 
 def test_cli_draft_dtype_and_int4_kernel(cli):
     rc, out, err = cli("diagnose", "--ttft-p95-ms", "100", "--tpot-p95-ms", "80", "--slo-tpot-p95-ms", "50",
-                       "--concurrency", "2", "--draft-model", "llama-68m", "--draft-dtype", "int4",
+                       "--concurrency", "4", "--draft-model", "llama-68m", "--draft-dtype", "int4",
                        "--on", "paged_attention,int4_awq_marlin", "--int4-kernel", "other", "--json")
     assert rc == 0, err
-    assert ids(json.loads(out)["conflicts"]) == ["spec_quant", "int4_small_batch_no_marlin", "paged_kv_spec"]
+    assert ids(json.loads(out)["conflicts"]) == ["spec_quant", "int4_no_marlin_large_batch", "paged_kv_spec"]
     rc, _, err = cli("diagnose", "--oom", "--draft-dtype", "int3")
     assert rc != 0 and "invalid choice" in err
 

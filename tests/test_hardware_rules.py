@@ -88,7 +88,7 @@ def test_techniques_read_their_numbers_from_the_table():
 def test_t4_oom_gets_fp8_weight_only_and_no_marlin_pitfall():
     d = diagnose({"oom": True}, {"ttft_p95_ms": 500}, {"model_weights_gib": 14, "gpu_type": "T4", "num_gpus": 1})
     assert d.techniques[0] == "fp8" and "int4_awq_marlin" in d.techniques
-    assert not any(c["id"] == "int4_small_batch_no_marlin" for c in d.conflicts)
+    assert not any(c["id"] == "int4_no_marlin_large_batch" for c in d.conflicts)
     assert conflicts_for(["int4_awq_marlin"], {"gpu_type": "T4", "concurrency": 1}) == []
     # the real 8B model on one T4 (the calculator re-checks it): FP8 weight-only frees memory, labelled so
     d = diagnose({"oom": True}, {}, {"num_gpus": 1}, None, {"model": "llama-3.1-8b", "gpu": "T4", "max_model_len": 2048})

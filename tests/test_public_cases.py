@@ -132,7 +132,7 @@ def test_the_checker_rejects_wrong_answers():
         ("16-gpus-two-nodes-pp", {"first_flags": ["--tensor-parallel-size", "16"]}),
         ("p99-below-p95", {"error": "no such error"}),
         ("no-slo-set-one", {"next_has": "All SLOs are met"}),
-        ("t4-int4-small-batch-has-marlin", {"conflicts_has": ["int4_small_batch_no_marlin"]}),
+        ("t4-int4-small-batch-has-marlin", {"conflicts_has": ["int4_no_marlin_large_batch"]}),
         ("start-remedy-order", {"change_order": ["start_tp", "start_kv_dtype", "start_max_model_len"]}),
         ("plan-writes-max-model-len", {"command_has": ["--pipeline-parallel-size"]}),
     ]

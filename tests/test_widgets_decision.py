@@ -75,7 +75,8 @@ def test_decision_widget_loads_a_benchmark_file(tmp_path):
 
 
 def test_technique_table_filters():
-    assert [r["id"] for r in technique_rows("ttft_high", "low")] == ["prefix_cache", "chunked_prefill"]
+    assert [r["id"] for r in technique_rows("ttft_high", "low")] == ["prefix_cache"]
+    assert "chunked_prefill" in [r["id"] for r in technique_rows("tpot_high", "low")]   # erratum A1
     html = technique_table_html(technique_rows())
     assert html.count("<tr>") == 14 and "--no-enable-prefix-caching" in html
     t = TechniqueTable()

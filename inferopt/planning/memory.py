@@ -289,7 +289,8 @@ class MemoryResult:
                           else "flat (given): activations, CUDA graphs, context"))
         t += [
             ("KV budget per GPU", f"{self.kv_budget_gib_per_gpu:.3f} GiB",
-             "usable - weights - buffer" if self.usable_gib_per_gpu is not None
+             ("usable - weights - runtime memory" if (self.runtime or {}).get("mode") == "model"
+              else "usable - weights - buffer") if self.usable_gib_per_gpu is not None
              else "explicit (--kv-cache-memory-bytes)"),
             ("KV heads per GPU", f"{self.kv_heads_per_gpu}",
              "one latent head (MLA), the same on every TP rank" if self.kv_latent

@@ -278,7 +278,7 @@ def make_plan(scenario="llama3-70b-chat") -> DeploymentPlan:
     # memory per GPU with PP: the calculator splits the weights over TP x PP GPUs (layers over PP)
     common = dict(tp=pl["tensor_parallel_size"] * pp, weight_format=pl["weight_format"],
                   kv_dtype=pl["kv_cache_dtype"], gpu_memory_utilization=pl["gpu_memory_utilization"],
-                  runtime_buffer_gib=pl.get("runtime_buffer_gib", 5.0),
+                  runtime_buffer_gib=pl.get("runtime_buffer_gib"),   # None: vLLM 0.32's runtime model (runtime_memory)
                   input_tokens=req["input_tokens"], output_tokens=req["output_tokens"])
     verdict = start_verdict(req["model"], req["gpu"], max_model_len=pl.get("max_model_len"), **common)
     if not verdict.will_start:  # the plan must start before anything else can be judged
