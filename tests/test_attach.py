@@ -123,6 +123,7 @@ def test_lab3_live_steps_on_an_engine_the_course_did_not_start(outside_engine, m
     from inferopt.bench import experiments, loadgen
     from inferopt.bench.lesson import calibrate, lesson_slo
     from inferopt.bench.workload import Workload, build_requests, load_tokenizer
+    from inferopt.labcheck import _references as _ref
     from inferopt.labcheck import lab3
     from inferopt.serving.attach import AttachedEngine
     from inferopt.serving.engine import VLLMServer
@@ -140,14 +141,14 @@ def test_lab3_live_steps_on_an_engine_the_course_did_not_start(outside_engine, m
         t0 = time.perf_counter()
         answer = srv.stream_chat("Explain in two sentences what a KV cache is.", max_tokens=48,
                                  on_token=lambda piece: stamps.append(time.perf_counter()))
-        ttft_ms, tpot_ms = lab3.ref_live_stats(t0, stamps, answer["output_tokens"])
+        ttft_ms, tpot_ms = _ref.ref_live_stats(t0, stamps, answer["output_tokens"])
         lab3.check_live({"t0": t0, "stamps": stamps, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms}, answer)
         # ... read /metrics next to prometheus_client's parser
         text = srv.metrics_text()
         ref = experiments.parse_metrics(text)
         for n in ("vllm:num_requests_running", "vllm:generation_tokens_total", "vllm:time_to_first_token_seconds_count"):
-            assert abs(lab3.ref_metric_value(text, n) - ref.get(n, 0.0)) < 1e-9, n
-        assert lab3.ref_metric_value(text, "vllm:generation_tokens_total") >= answer["output_tokens"]
+            assert abs(_ref.ref_metric_value(text, n) - ref.get(n, 0.0)) < 1e-9, n
+        assert _ref.ref_metric_value(text, "vllm:generation_tokens_total") >= answer["output_tokens"]
         # ... the scaled-down load test against the lesson SLO of this machine
         tok = load_tokenizer()
         slo = lesson_slo(calibrate(srv, tok, input_tokens=200, output_tokens=32))

@@ -33,8 +33,6 @@ ALLOWED = {   # file: (hits, why / who fixes it)
                                      "say the engine's dtype from srv.facts)"),
     "solutions/lab5-monitoring-alerts.md": (2, "a benchmark table's concurrency column"),
     # platform constants the notebooks' owners must replace with the engine's facts
-    "chapters/06b-scale-out.md": (6, "lines 106/117/272/574/656: 3 blocks of 128 (d2-livenb: size C from "
-                                     "platform_defaults.least_kv_blocks / EngineFacts, assert on usable_blocks)"),
     "solutions/lab2-memory-calculator.md": (2, "line 157 block_size=128 default, line 195 dtype='float32' (b-labs)"),
 }
 
