@@ -30,6 +30,7 @@ import argparse
 import json
 from dataclasses import asdict, dataclass, field
 
+from inferopt.bench.stats import MIN_PERCENTILE_SAMPLES
 from inferopt.errors import CourseError
 
 MAX_STEPS = 4
@@ -155,7 +156,15 @@ def measure(srv, start: Start, tokenizer, slo) -> dict:
     out = X._measure(srv, {"requests": reqs[1:], "concurrency": r["concurrency"], "warmup": 1, "progress": False,
                            "desc": start.name}, slo=slo, poll=True)
     s, c, p = out["summary"], out["counters"], out["peak"]
-    m = {"ttft_p95_ms": s["ttft_p95_ms"], "tpot_p95_ms": s["tpot_p95_ms"], "n": s["completed"],
+    tail = {"ttft_p95_ms": s["ttft_p95_ms"], "tpot_p95_ms": s["tpot_p95_ms"]}
+    ok = [rec for rec in out["records"] if rec.ok]
+    if len(ok) < MIN_PERCENTILE_SAMPLES:
+        # too few requests for a P95 (bench.stats): the slowest request stands in for it, a conservative
+        # estimate the decision engine reads under the P95 keys, printed as "max"
+        tpots = [rec.tpot_s for rec in ok if rec.tpot_s is not None]
+        tail = {"ttft_p95_ms": max(rec.ttft_s for rec in ok) * 1000 if ok else s["ttft_p95_ms"],
+                "tpot_p95_ms": max(tpots) * 1000 if tpots else s["tpot_p95_ms"]}
+    m = {**tail, "n": s["completed"],
          "preemptions": int(c.get("vllm:num_preemptions_total", 0)),
          "queue_len": int(p.get("vllm:num_requests_waiting", 0)),
          "kv_cache_usage": min(1.0, float(p.get("vllm:kv_cache_usage_perc", 0.0)))}
@@ -163,6 +172,16 @@ def measure(srv, start: Start, tokenizer, slo) -> dict:
     if q:
         m["prefix_cache_hit_rate"] = min(1.0, c.get("vllm:prefix_cache_hits_total", 0) / q)
     return m
+
+
+def tail_name(n: int) -> str:
+    """What the loop's tail figure is: a P95 from 20 requests on, else the slowest request ("max")."""
+    return "P95" if n >= MIN_PERCENTILE_SAMPLES else "max"
+
+
+def metric_name(key: str, n: int) -> str:
+    """'ttft_p95_ms' as the loop measured it: 'TTFT P95', or 'TTFT max' from fewer than 20 requests."""
+    return f"{key.split('_')[0].upper()} {tail_name(n)}"
 
 
 def _score(m: dict, slo) -> float:
@@ -226,8 +245,9 @@ def tune(start: Start, slo, tokenizer=None, *, max_steps: int = MAX_STEPS, log=p
     args, kv = tuple(start.extra_args), start.kv_cache_bytes
     cur = run(args, kv)
     trace = Trace(start.name, start.title, {"ttft_p95_ms": slo.ttft_ms, "tpot_p95_ms": slo.tpot_ms}, dict(cur))
-    log(f"[{start.name}] start {' '.join(args) or '(defaults)'}, KV {kv:,} B: TTFT P95 {cur['ttft_p95_ms']:.0f} ms, "
-        f"TPOT P95 {cur['tpot_p95_ms']:.0f} ms (n={cur['n']}), preemptions {cur['preemptions']}")
+    q = tail_name(cur["n"])
+    log(f"[{start.name}] start {' '.join(args) or '(defaults)'}, KV {kv:,} B: TTFT {q} {cur['ttft_p95_ms']:.0f} ms, "
+        f"TPOT {q} {cur['tpot_p95_ms']:.0f} ms (n={cur['n']}), preemptions {cur['preemptions']}")
     tried: set = set()
     for i in range(1, max_steps + 1):
         if _score(cur, slo) <= 1:
@@ -250,7 +270,8 @@ def tune(start: Start, slo, tokenizer=None, *, max_steps: int = MAX_STEPS, log=p
         trace.steps.append(Step(i, f"{cid}: {change}", add, remove, metric, cur[metric], after[metric],
                                 round(_score(cur, slo), 3), round(_score(after, slo), 3), kept, cur["n"], after["n"],
                                 d.branch))
-        log(f"[{start.name}] step {i}: {cid} {change}: {metric} {cur[metric]:.0f} -> {after[metric]:.0f} ms "
+        log(f"[{start.name}] step {i}: {cid} {change}: {metric_name(metric, after['n'])} {cur[metric]:.0f} -> "
+            f"{after[metric]:.0f} ms "
             f"(n={after['n']}), {'kept' if kept else 'reverted (worse)'}")
         if kept:
             args, kv, cur = new_args, new_kv, after
@@ -315,10 +336,12 @@ def format_trace(result: dict) -> str:
     lines = [f"SLO: TTFT P95 <= {result['slo']['ttft_p95_ms']:.0f} ms, TPOT P95 <= {result['slo']['tpot_p95_ms']:.0f} ms"]
     for t in result["traces"]:
         b = t["baseline"]
-        lines.append(f"{t['start']} ({t['title']}): start TTFT P95 {b['ttft_p95_ms']:.0f} ms, TPOT P95 "
+        q = tail_name(b["n"])
+        lines.append(f"{t['start']} ({t['title']}): start TTFT {q} {b['ttft_p95_ms']:.0f} ms, TPOT {q} "
                      f"{b['tpot_p95_ms']:.0f} ms (n={b['n']})")
         for s in t["steps"]:
-            lines.append(f"  step {s['step']} [{s['branch']}] {s['change']}: {s['metric']} {s['before']:.0f} -> "
+            lines.append(f"  step {s['step']} [{s['branch']}] {s['change']}: {metric_name(s['metric'], s['n_after'])} "
+                         f"{s['before']:.0f} -> "
                          f"{s['after']:.0f} ms (n={s['n_after']}), {'kept' if s['kept'] else 'reverted'}")
         lines.append(f"  => {t['verdict']}")
     return "\n".join(lines)
