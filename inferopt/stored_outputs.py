@@ -22,7 +22,7 @@ def _path(notebook: str | Path) -> Path:
         p = p.with_suffix(".ipynb")
     for cand in (p, REPO_ROOT / p, CHAPTERS / p.name):
         if cand.is_file():
-            return cand
+            return cand.resolve()
     matches = sorted(CHAPTERS.glob(f"{p.stem}*.ipynb"))
     if len(matches) == 1:
         return matches[0]
