@@ -311,6 +311,16 @@ class NotebookPage:
         """The k-th code cell on the page."""
         return self.page.locator(".jp-NotebookPanel:visible .jp-CodeCell").nth(k)
 
+    def text_of(self, k: int, part: str = "") -> str:
+        """What a learner reads in code cell k (``part``: a CSS selector inside it, e.g. its output
+        area). JupyterLab skips rendering cells far off screen (CSS content-visibility), and the
+        rendered text (innerText) of a skipped cell reads empty: this reads the text content."""
+        cell = self.cell(k)
+        cell.scroll_into_view_if_needed()
+        if not part:
+            return cell.text_content() or ""
+        return "\n".join(cell.locator(part).all_text_contents())
+
     def run(self, skip_code_cells: set = frozenset(), timeout_s: float = 120, by_cell: bool = False) -> list:
         """Clear outputs, then run all cells (Run > Run All Cells) or, when some code cells are
         skipped, each range of the others (click its first cell, shift-click its last, Run > Run

@@ -221,6 +221,11 @@ WRONG = {
                     "    blk = 2 * block_size * cfg['num_key_value_heads'] * hd * dtype_bytes * cfg['num_hidden_layers']\n"
                     "    c = (budget_bytes // blk) / (max_model_len / block_size)\n"
                     "    return int(c * max_model_len), c"),
+        "cpu_block_typed": ("def engine_prediction(cfg, dtype_bytes, budget_bytes, max_model_len, block_size):\n"
+                            "    hd = cfg['hidden_size'] // cfg['num_attention_heads']\n"
+                            "    blk = 2 * 128 * cfg['num_key_value_heads'] * hd * dtype_bytes * cfg['num_hidden_layers']\n"
+                            "    c = (budget_bytes // blk) / math.ceil(max_model_len / 128)\n"
+                            "    return int(c * max_model_len), c"),
         "unit": ("def engine_prediction(cfg, dtype_bytes, budget_bytes, max_model_len, block_size=128):\n"
                  "    hd = cfg['hidden_size'] // cfg['num_attention_heads']\n"
                  "    blk = 2 * block_size * cfg['num_key_value_heads'] * hd * 2 * cfg['num_hidden_layers']\n"
@@ -525,7 +530,7 @@ def test_references_agree_with_the_package():
     smol = lab2.model_cfg("smollm2-135m-instruct")
     for gib, mml in ((0.5, 1536), (1.0, 2048), (0.25, 1000)):
         want = memory.cpu_engine_prediction(kv_cache_gib=gib, max_model_len=mml)
-        tokens, conc = _ref.ref_prediction(smol, 4, int(gib * 2**30), mml)
+        tokens, conc = _ref.ref_prediction(smol, 4, int(gib * 2**30), mml, lab2.BLOCK_SIZES[0])  # CPU
         assert (tokens, conc) == (want.kv_cache_tokens, want.max_concurrency)
     assert _ref.ref_bytes_per_token(lab2.model_cfg("llama-3-70b"), 1) == memory.kv_bytes_per_request(
         "llama-3-70b", 1, kv_dtype="fp8")

@@ -21,8 +21,8 @@ ALLOWED = {   # file: (hits, why / who fixes it)
     "inferopt/serving/gpucheck.py": (1, "decode batch sizes for the roofline"),
     "inferopt/serving/engine_facts.py": (1, "the dtype-name-to-bytes table"),
     "inferopt/serving/model_prep.py": (1, "the GGUF is dequantized to float32 when the model is prepared"),
-    "inferopt/labcheck/lab2.py": (4, "random model shapes (heads, head_dim, a max length in 128-token multiples) and "
-                                     "the float32 named in a hint for lab 2's CPU task"),
+    "inferopt/labcheck/lab2.py": (3, "random model shapes (heads, head_dim 128) and the float32 named in a hint; "
+                                     "block sizes come from planning/platform_defaults"),
     "inferopt/planning/memory.py": (11, "the calculator's dtype tables, INT4 group size 128, the dtype name of "
                                         "the fp32 weight format (block sizes come from planning/platform_defaults)"),
     "inferopt/bench/experiments.py": (2, "min_kv_gib/kv_for_concurrency default dtype='float32' (owner of bench/"
@@ -32,8 +32,8 @@ ALLOWED = {   # file: (hits, why / who fixes it)
     "chapters/05b-load-test.md": (2, "GPU sweep concurrency 128 (data); line 157 prose 'keeps float32' (e2-live: "
                                      "say the engine's dtype from srv.facts)"),
     "solutions/lab5-monitoring-alerts.md": (2, "a benchmark table's concurrency column"),
-    # platform constants the notebooks' owners must replace with the engine's facts
-    "solutions/lab2-memory-calculator.md": (2, "line 157 block_size=128 default, line 195 dtype='float32' (b-labs)"),
+    "solutions/lab2-memory-calculator.md": (1, "the live cell starts the engine in float32 on purpose, on a CPU and "
+                                               "on a GPU: the prediction is made for 4-byte numbers"),
 }
 
 

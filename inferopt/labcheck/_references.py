@@ -23,7 +23,7 @@ def ref_bytes_per_token(cfg: dict, kv_bytes: int) -> int:
     return 2 * cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * head_dim * kv_bytes
 
 
-def ref_prediction(cfg: dict, dtype_bytes: int, budget_bytes: int, max_model_len: int, block_size: int = CPU_BLOCK):
+def ref_prediction(cfg: dict, dtype_bytes: int, budget_bytes: int, max_model_len: int, block_size: int):
     head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]
     block = 2 * block_size * cfg["num_key_value_heads"] * head_dim * dtype_bytes * cfg["num_hidden_layers"]
     blocks = budget_bytes // block
