@@ -162,7 +162,12 @@ def task3(ns: dict, n_cases: int = 200, seed=None, announce: bool = True) -> Non
                 f"{dtype_bytes} byte(s), budget {budget:,} B, max_model_len {mml}, block_size {bs}")
         if not _close(got_c, want_c):
             blocks = budget // block
-            if _close(got_c, blocks / (mml / bs)):
+            other = [b for b in BLOCK_SIZES if b != bs
+                     and _close(got_c, _ref.ref_prediction(cfg, dtype_bytes, budget, mml, b)[1])]
+            if other:
+                hint = (f"your result fits {other[0]}-token blocks, but this case's block_size is {bs}: use the "
+                        "block_size argument everywhere, do not type a block size")
+            elif _close(got_c, blocks / (mml / bs)):
                 hint = "a request occupies whole blocks: blocks per request = ceil(max_model_len / block_size)"
             elif _close(got_c, math.ceil(budget / block) / per_req):
                 hint = "only whole blocks fit in the budget: blocks = budget // bytes per block (round down)"
