@@ -3,8 +3,8 @@
 their own VLLMServer. Nothing is skipped: a missing engine or model fails with the fix.
 
 `make test` runs pytest with two pytest-xdist workers (``-n 2 --dist loadgroup``). Everything that
-starts an engine, Prometheus, nginx or the router (the *live* part: test modules that start them, not
-those that only build their commands, and the notebooks that use them) is one xdist group, so it runs on one worker, in order, one engine at a time,
+starts an engine, Prometheus, nginx or the router (the *live* part: test modules that use them and
+the notebooks that do) is one xdist group, so it runs on one worker, in order, one engine at a time,
 exactly as in a plain run; the pure-Python tests and the notebooks without live cells share the other
 worker and run niced (``nice 10``: the live worker keeps its CPU when both want it). Every live
 assertion is a relation within one run, so it holds beside that neighbour. A plain ``pytest`` (no
@@ -20,9 +20,6 @@ import pytest
 # what a test module or notebook uses when it is live (it starts a process the suite must run one at a time)
 _LIVE = re.compile(r"\b(VLLMServer|live_server|PrometheusServer|NginxGateway|VLLMRouter|mark\.engine)\b|tags: \[live\]")
 _LIVE_CACHE: dict = {}
-# how a test module starts one: the shared engine, the engine mark, ``.start()``, ``with X(...)``
-_STARTS = re.compile(r"\blive_server\b|mark\.engine\b|\.start\(|\bwith (VLLMServer|PrometheusServer|NginxGateway|"
-                     r"VLLMRouter)\(|start_together\(")
 # the suite starts the engines it measures: a room's INFEROPT_ENGINE_URL in the caller's shell must not make
 # its VLLMServers attach (tests/test_attach.py sets it itself where it tests that)
 os.environ.pop("INFEROPT_ENGINE_URL", None)
@@ -36,12 +33,7 @@ def _is_live(path: Path) -> bool:
         if path.suffix == ".ipynb":
             twin = path.with_suffix(".md")
             text = twin.read_text(errors="replace") if twin.exists() else text
-        live = bool(_LIVE.search(text))
-        if live and path.suffix == ".py":
-            # a test module that only builds commands (``VLLMServer(kind="gpu").command()``) or names the
-            # classes in a pattern starts nothing: it is live only when it starts something
-            live = bool(_STARTS.search(text))
-        _LIVE_CACHE[path] = live
+        _LIVE_CACHE[path] = bool(_LIVE.search(text))
     return _LIVE_CACHE[path]
 
 

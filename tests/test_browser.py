@@ -3,9 +3,8 @@ headless Debian Chromium, driven through JupyterLab's own menus (helpers in test
 
 Each notebook with widgets or figures is opened with the file browser open at 1280 x 800, its
 outputs cleared, and its cells run with Run > Run All Cells; notebooks with live cells (engine,
-Prometheus) run only the cells that need neither (the live ones stay with nbval); the start page's
-first live request, which a learner runs first, runs in the browser too, in tests/test_browser_live.py
-(a module of its own so that this one, which starts no engine, runs beside the suite's live part).
+Prometheus) run only the cells that need neither (the live ones stay with nbval), except the
+start page, whose first live request a learner runs first: it runs here once (marked ``engine``).
 Then the page is checked (no error output, no widget failed or still loading, every plotly trace
 drawn with its markers and labels, the decision tree's nodes and labels, nothing clipped) and the
 widgets are used. A screenshot per notebook lands in results/screenshots/.
@@ -267,5 +266,22 @@ def test_notebook_as_a_learner_sees_it(lab, page, path, use):
         _assert_clean(nbp, path.split("/")[-1].removesuffix(".ipynb"))
         if use:
             use(nbp)
+    finally:
+        nbp.close()
+
+
+@pytest.mark.engine
+def test_start_page_first_live_request(lab, page):
+    """The start page end to end in the browser: the engine starts and the streamed answer shows."""
+    path = "chapters/00-start-here.ipynb"
+    nbp = NotebookPage(page, lab, path).open()
+    try:
+        nbp.run(timeout_s=300)
+        ask = nbp.code_cell_with("stream_chat(")
+        out = nbp.text_of(ask, ".jp-OutputArea-output")
+        assert "Paris" in out and re.search(r"TTFT \d+ ms", out), (out, nbp.problems())
+        _assert_clean(nbp, "00-start-here")
+        nbp.screenshot("00-start-here-answer", ask)
+        assert "port free again: True" in nbp.text_of(nbp.code_cell_with("srv.stop()"))
     finally:
         nbp.close()
