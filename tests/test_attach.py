@@ -14,6 +14,7 @@ import time
 
 import pytest
 import requests
+from outside_process import wait_until_answers
 
 from inferopt.errors import CourseError
 from inferopt.serving import shared_engine as se
@@ -98,16 +99,7 @@ def outside_engine(tmp_path_factory):
                                 start_new_session=True, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 400
-        while True:
-            assert proc.poll() is None, f"the outside engine exited:\n{log.read_text()[-3000:]}"
-            try:
-                if requests.get(url + "/health", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            assert time.monotonic() < deadline, f"the outside engine was not ready:\n{log.read_text()[-3000:]}"
-            time.sleep(0.5)
+        wait_until_answers(proc, url + "/health", 400, log.read_text, "the outside engine")
         yield url, proc
     finally:
         try:

@@ -4,9 +4,9 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 
 import requests
+from outside_process import wait_until_answers
 
 from inferopt.paths import REPO_ROOT
 from inferopt.serving.engine import free_port
@@ -20,16 +20,8 @@ def test_make_lab_serves_the_start_page():
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert proc.poll() is None, f"make lab exited early:\n{proc.stdout.read()[-3000:]}"
-            try:
-                if requests.get(base + "/api/status", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            assert time.monotonic() < deadline, "JupyterLab did not answer within 180 s"
-            time.sleep(1)
+        wait_until_answers(proc, base + "/api/status", 180, lambda: proc.stdout.read() if proc.poll() is not None else "",
+                           "make lab", poll_s=1)
         page = requests.get(base + "/lab/tree/chapters/00-start-here.ipynb", timeout=30)
         assert page.status_code == 200 and "JupyterLab" in page.text
         landing = requests.get(base + "/", timeout=30, allow_redirects=False)
