@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import math
 
-from inferopt.planning import platform_defaults as _PLATFORM
-
-CPU_BLOCK = _PLATFORM.CPU.block_size   # the CPU engine lab 2 measures (planning/platform_defaults.py)
 DROP = {"--tensor-parallel-size", "--gpu-memory-utilization", "--port", "--kv-cache-dtype"}
 SCALE = {"--max-num-batched-tokens": "2048", "--max-num-seqs": "16"}
 
