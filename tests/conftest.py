@@ -1,14 +1,21 @@
-"""Shared fixtures. `live_server` is one default CPU engine for the whole test session
+"""Shared fixtures. `live_server` is one default CPU engine for each test worker
 (SmolLM2-135M, float32, 1 GiB KV, max_model_len 2048); tests that need other flags start
 their own VLLMServer. Nothing is skipped: a missing engine or model fails with the fix.
 
-`make test` runs pytest with two pytest-xdist workers (``-n 2 --dist loadgroup``). Everything that
-starts an engine, Prometheus, nginx or the router (the *live* part: test modules that use them and
-the notebooks that do) is one xdist group, so it runs on one worker, in order, one engine at a time,
-exactly as in a plain run; the pure-Python tests and the notebooks without live cells share the other
-worker and run niced (``nice 10``: the live worker keeps its CPU when both want it). Every live
-assertion is a relation within one run, so it holds beside that neighbour. A plain ``pytest`` (no
-``-n``) ignores the groups."""
+`make test` runs pytest with two pytest-xdist workers (``-n 2 --dist loadgroup``) and two lanes, one
+per worker, each an xdist group that runs in order:
+
+- ``live``: the *timed* live part, at nice 0. Test modules and notebooks that start an engine,
+  Prometheus, nginx or the router and measure time with it (latency, throughput, load, a canary's
+  split), one engine at a time, exactly as in a plain run.
+- ``rest``, at nice 10 (it gets the cycles the live lane leaves): the pure-Python tests, the notebooks
+  without live cells, and the *untimed* live modules in ``BACKGROUND``, whose engines are checked for
+  what they say and do (KV sizes, refusals, clean-up, attach, what a learner sees in the browser),
+  never for how fast. The live lane mostly waits on one core (start-up imports, paced load): on 2 cores
+  the suite used 72 % of both while only the live lane was left.
+
+Every timed assertion is a relation within one run, so it holds beside the niced neighbour. A plain
+``pytest`` (no ``-n``) ignores the lanes."""
 from __future__ import annotations
 
 import os
@@ -25,6 +32,16 @@ _LIVE_CACHE: dict = {}
 os.environ.pop("INFEROPT_ENGINE_URL", None)
 os.environ.pop("INFEROPT_ENGINE_MISMATCH", None)
 NICE_PURE = 10
+# live modules that assert no time relation: they run in the niced lane beside the timed one (see above)
+BACKGROUND = frozenset({
+    "test_attach.py", "test_browser.py", "test_engine.py", "test_gpu_commands.py", "test_gpu_share.py",
+    "test_lab_checks.py", "test_memory_engine_agreement.py", "test_router.py", "test_served_model.py",
+    "test_start_verdict_engine.py"})
+
+
+def lane(path: Path) -> str:
+    """'live' (timed, nice 0) or 'rest' (pure or untimed, nice 10): the xdist group of a file's items."""
+    return "live" if _is_live(path) and path.name not in BACKGROUND else "rest"
 
 
 def _is_live(path: Path) -> bool:
@@ -39,22 +56,20 @@ def _is_live(path: Path) -> bool:
 
 @pytest.hookimpl(tryfirst=True)        # before xdist's own hook turns the markers into group ids
 def pytest_collection_modifyitems(config, items):
-    """Under xdist: the live part is one group (one worker, in order); each other file is its own group."""
+    """Under xdist: two groups, the two lanes (one worker each, in order)."""
     if "PYTEST_XDIST_WORKER" not in os.environ:     # items are collected (and grouped) on each worker
         return
     for item in items:
-        path = Path(str(item.path))
-        group = "live" if _is_live(path) else f"file:{path.name}"
-        item.add_marker(pytest.mark.xdist_group(name=group))
+        item.add_marker(pytest.mark.xdist_group(name=lane(Path(str(item.path)))))
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
-    """Under xdist, as root: a worker runs a pure item at nice 10 and a live one at nice 0 (engines and
-    kernels it starts inherit that)."""
+    """Under xdist, as root: a worker runs a live-lane item at nice 0 and any other at nice 10 (engines,
+    browsers and kernels it starts inherit that)."""
     if "PYTEST_XDIST_WORKER" not in os.environ or os.geteuid() != 0:
         return
-    want = 0 if _is_live(Path(str(item.path))) else NICE_PURE
+    want = 0 if lane(Path(str(item.path))) == "live" else NICE_PURE
     try:
         os.setpriority(os.PRIO_PROCESS, 0, want)
     except OSError:
