@@ -31,7 +31,7 @@ _LIVE_CACHE: dict = {}
 # its VLLMServers attach (tests/test_attach.py sets it itself where it tests that)
 os.environ.pop("INFEROPT_ENGINE_URL", None)
 os.environ.pop("INFEROPT_ENGINE_MISMATCH", None)
-NICE_PURE = 10
+NICE_REST = 10
 # live modules that assert no time relation: they run in the niced lane beside the timed one (see above)
 BACKGROUND = frozenset({
     "test_attach.py", "test_browser.py", "test_engine.py", "test_gpu_commands.py", "test_gpu_share.py",
@@ -69,7 +69,7 @@ def pytest_runtest_setup(item):
     browsers and kernels it starts inherit that)."""
     if "PYTEST_XDIST_WORKER" not in os.environ or os.geteuid() != 0:
         return
-    want = 0 if lane(Path(str(item.path))) == "live" else NICE_PURE
+    want = 0 if lane(Path(str(item.path))) == "live" else NICE_REST
     try:
         os.setpriority(os.PRIO_PROCESS, 0, want)
     except OSError:
