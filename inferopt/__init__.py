@@ -6,19 +6,24 @@ Modules hold one thing each, in layers (CONTRIBUTING.md, "The package, layer by 
 ``bench/`` and ``monitoring/``; the views in ``widgets/``; the commands (``python -m inferopt``).
 Importing the package sets plotly's default renderer to the mime-type renderer so that a
 notebook saved from JupyterLab stores figure JSON (no HTML with random ids) and nbval can
-compare it.
+compare it. It does so without importing plotly where plotly is not loaded yet (plotly reads
+``PLOTLY_RENDERER`` when it loads): ``plotly.io`` pulls in nbformat and jsonschema, about 0.9 s of
+imports that every command-line call and every kernel that draws nothing would pay.
 """
 from __future__ import annotations
 
+import os
+import sys
+
 __version__ = "0.1.0"
+RENDERER = "plotly_mimetype"
 
 
 def _set_plotly_renderer() -> None:
-    try:
-        import plotly.io as pio
-    except ImportError:  # plotly is optional for the CLI
-        return
-    pio.renderers.default = "plotly_mimetype"
+    if "plotly.io" in sys.modules:
+        sys.modules["plotly.io"].renderers.default = RENDERER
+    else:
+        os.environ["PLOTLY_RENDERER"] = RENDERER
 
 
 _set_plotly_renderer()

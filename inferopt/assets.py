@@ -25,6 +25,7 @@ schema can express (cross-references between files) run them on what :func:`load
 from __future__ import annotations
 
 import json
+import sys
 from functools import cache, lru_cache
 from pathlib import Path
 
@@ -118,6 +119,10 @@ def validate(data, schema: dict, where: str, schema_label: str = "") -> None:
     """Check ``data`` against ``schema``; CourseError ``<where>, field <a/b/c>: <what>; fix the file``.
 
     ``where`` names the file (``assets/gpus.yaml``), ``schema_label`` the schema (shown in the message)."""
+    if "jsonschema" not in sys.modules:
+        # jsonschema imports rfc3987_syntax where it is installed, for its "iri" format checker, and that
+        # builds a Lark parser at import: ~0.7 s in every process. Validation here checks no formats.
+        sys.modules.setdefault("rfc3987_syntax", None)
     import jsonschema
 
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)

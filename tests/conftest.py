@@ -15,7 +15,13 @@ per worker, each an xdist group that runs in order:
   the suite used 72 % of both while only the live lane was left.
 
 Every timed assertion is a relation within one run, so it holds beside the niced neighbour. A plain
-``pytest`` (no ``-n``) ignores the lanes."""
+``pytest`` (no ``-n``) ignores the lanes.
+
+One engine per worker for the whole session: ``live_server`` (the default shape: 2048 tokens, 1 GiB KV,
+float32) is also the engine the notebooks in ``SHARE_ENGINE`` attach to, through the course's own room
+mechanism (``INFEROPT_ENGINE_URL``, serving/shared_engine.py) with ``INFEROPT_ENGINE_MISMATCH=start``:
+their default-shape ``VLLMServer(...)`` attaches instead of starting, and any cell that asks for another
+configuration (flags, another KV budget) still starts its own. Each start saved is ~20 s of imports."""
 from __future__ import annotations
 
 import os
@@ -36,7 +42,13 @@ NICE_REST = 10
 BACKGROUND = frozenset({
     "test_attach.py", "test_browser.py", "test_engine.py", "test_gpu_commands.py", "test_gpu_share.py",
     "test_lab_checks.py", "test_memory_engine_agreement.py", "test_router.py", "test_served_model.py",
-    "test_start_verdict_engine.py"})
+    "test_start_verdict_engine.py",
+    # notebooks whose live cells check what the engine says (KV sizes, the calculator), never how fast
+    "00-start-here.ipynb", "05-end-to-end-deployment.ipynb", "lab2-memory-calculator.ipynb"})
+# notebooks whose default-shape engine is the worker's session engine (see the module docstring)
+SHARE_ENGINE = frozenset({"00-start-here.ipynb", "05-end-to-end-deployment.ipynb",
+                          "06-monitoring-and-capacity.ipynb", "lab4-benchmark-plotting.ipynb"})
+_SESSION_ENGINE: list = []        # this worker's session engine, started on first use
 
 
 def lane(path: Path) -> str:
@@ -63,26 +75,54 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(pytest.mark.xdist_group(name=lane(Path(str(item.path)))))
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item):
-    """Under xdist, as root: a worker runs a live-lane item at nice 0 and any other at nice 10 (engines,
-    browsers and kernels it starts inherit that)."""
-    if "PYTEST_XDIST_WORKER" not in os.environ or os.geteuid() != 0:
-        return
-    want = 0 if lane(Path(str(item.path))) == "live" else NICE_REST
-    try:
-        os.setpriority(os.PRIO_PROCESS, 0, want)
-    except OSError:
-        pass
+class _EveryItem:
+    """Hooks for every item, the notebooks' cells included. pytest calls a conftest's item hooks only for
+    items under the conftest's folder (``tests/``); a plugin registered from here is called for all."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item):
+        """Under xdist, as root: a worker runs a live-lane item at nice 0 and any other at nice 10 (engines,
+        browsers and kernels it starts inherit that). A notebook in SHARE_ENGINE gets the session engine's
+        URL before nbval starts its kernel (the kernel inherits the variables)."""
+        path = Path(str(item.path))
+        if "PYTEST_XDIST_WORKER" in os.environ and os.geteuid() == 0:
+            try:
+                os.setpriority(os.PRIO_PROCESS, 0, 0 if lane(path) == "live" else NICE_REST)
+            except OSError:
+                pass
+        if path.name in SHARE_ENGINE:
+            from inferopt.serving import shared_engine as se
+
+            os.environ[se.ENV_URL] = session_engine().base_url
+            os.environ[se.ENV_MISMATCH] = "start"
+
+    def pytest_runtest_teardown(self, item):
+        from inferopt.serving import shared_engine as se
+
+        os.environ.pop(se.ENV_URL, None)
+        os.environ.pop(se.ENV_MISMATCH, None)
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(_EveryItem(), "inferopt-every-item")
+
+
+def session_engine():
+    """This worker's default-shape engine, started on first use and stopped when the session ends."""
+    if not _SESSION_ENGINE:
+        from inferopt.serving.engine import VLLMServer
+
+        _SESSION_ENGINE.append(VLLMServer(max_model_len=2048, kv_cache_gib=1.0, quiet=True).start())
+    srv = _SESSION_ENGINE[0]
+    srv.ensure_alive()
+    return srv
+
+
+def pytest_sessionfinish(session):
+    while _SESSION_ENGINE:
+        _SESSION_ENGINE.pop().stop()
 
 
 @pytest.fixture(scope="session")
 def live_server():
-    from inferopt.serving.engine import VLLMServer
-
-    srv = VLLMServer(max_model_len=2048, kv_cache_gib=1.0, quiet=True)
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
+    return session_engine()

@@ -74,6 +74,22 @@ def test_a_room_url_where_nothing_answers_is_one_line(monkeypatch):
     assert "\n" not in str(exc.value) and srv.proc is None and srv.attached_url is None
 
 
+def test_a_baseline_with_own_true_never_asks_the_room(monkeypatch, capsys):
+    """02b's baseline engine (own=True) starts its own even where the room names an engine: the same
+    dead URL that refuses a default-shaped server above is never contacted."""
+    from inferopt.serving.engine import VLLMServer
+    from inferopt.serving.managed_process import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setenv(se.ENV_URL, url)
+    assert "own=True" in se.own_engine_reason(own=True)
+    assert VLLMServer(max_model_len=2048, kv_cache_gib=1.0, own=True)._attach_shared() is False
+    out = capsys.readouterr().out
+    assert "starts its own engine (it is the baseline of a before/after experiment" in out and url in out
+    with pytest.raises(CourseError, match="no vLLM engine answered"):
+        VLLMServer(max_model_len=2048, kv_cache_gib=1.0, quiet=True)._attach_shared()
+
+
 # ---------------------------------------------------------------- an engine started outside the course
 LAB3_CPU_FLAGS = ["--enable-prefix-caching", "--enable-chunked-prefill", "--max-num-batched-tokens", "2048",
                   "--max-num-seqs", "16"]

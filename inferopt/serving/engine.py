@@ -157,13 +157,16 @@ class VLLMServer(ManagedProcess):
             course's share (serving/gpu_share.py), computed by the memory calculator from the GPU's free
             memory and the number of engines: ``engines``, else the enclosing ``section_engines(n)``, else 1.
         engines: GPU engine: how many engines share this GPU (the share is computed when it starts).
+        own: start this engine even where ``INFEROPT_ENGINE_URL`` names a shared one of the same shape: the
+            baseline of a before/after experiment must be measured on an engine that carries no one else's load.
     """
 
     def __init__(self, model=None, *, max_model_len: int = 2048, kv_cache_gib: float | None = None,
                  dtype: str | None = None, extra_args=(), env=None, port: int | None = None,
                  host: str = "127.0.0.1", startup_timeout: float = 300.0, kind: str | None = None,
                  served_name: str | None = None, quiet: bool = False, cpu_cores=None,
-                 gpu_memory_utilization: float | None = None, engines: int | None = None):
+                 gpu_memory_utilization: float | None = None, engines: int | None = None, own: bool = False):
+        self.own = bool(own)
         self.kind = kind or engine_kind()
         if self.kind not in ("cpu", "gpu"):
             raise CourseError(f"kind={kind!r}: use 'cpu' or 'gpu'")
@@ -433,7 +436,7 @@ class VLLMServer(ManagedProcess):
         url = se.shared_engine_url()
         if url is None:
             return False
-        why_own = se.own_engine_reason(self.extra_args, self.cpu_cores, self.requested_port, self.env)
+        why_own = se.own_engine_reason(self.extra_args, self.cpu_cores, self.requested_port, self.env, self.own)
         if why_own is None:
             facts = se.read_shared_facts(url)
             missing = se.mismatches(facts, **self.wanted())

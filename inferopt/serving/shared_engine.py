@@ -61,8 +61,10 @@ def mismatch_policy() -> str:
     return policy
 
 
-def own_engine_reason(extra_args=(), cpu_cores=None, port=None, env=None) -> str | None:
+def own_engine_reason(extra_args=(), cpu_cores=None, port=None, env=None, own: bool = False) -> str | None:
     """Why a requested engine cannot be the shared one (None: it has the default shape)."""
+    if own:
+        return "it is the baseline of a before/after experiment (own=True): a shared engine carries other load"
     if extra_args:
         return f"it runs with its own vLLM flags ({' '.join(map(str, extra_args))})"
     if cpu_cores:
