@@ -102,7 +102,9 @@ lab-command:
 
 # two pytest-xdist workers: everything live (engines, Prometheus, nginx) in one group on one worker, in
 # order; the pure tests and the notebooks without live cells beside it, niced (tests/conftest.py)
-test: setup tools
+# setup (pip, then the model) and tools (apt) side by side: independent, and mostly waiting on disk
+test:
+	@$(MAKE) --no-print-directory -j2 setup tools
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 ## maintenance
