@@ -38,11 +38,13 @@ _LIVE_CACHE: dict = {}
 os.environ.pop("INFEROPT_ENGINE_URL", None)
 os.environ.pop("INFEROPT_ENGINE_MISMATCH", None)
 NICE_REST = 10
+OMP_BIND = "VLLM_CPU_OMP_THREADS_BIND"
+os.environ.pop(OMP_BIND, None)           # the lanes set it (see _EveryItem); a caller's value would pin every engine
 # live modules that assert no time relation: they run in the niced lane beside the timed one (see above)
 BACKGROUND = frozenset({
     "test_attach.py", "test_browser.py", "test_engine.py", "test_gpu_commands.py", "test_gpu_share.py",
     "test_lab_checks.py", "test_memory_engine_agreement.py", "test_router.py", "test_served_model.py",
-    "test_start_verdict_engine.py",
+    "test_start_verdict_engine.py", "test_bench_lesson.py",
     # notebooks whose live cells check what the engine says (KV sizes, the calculator), never how fast
     "00-start-here.ipynb", "05-end-to-end-deployment.ipynb", "lab2-memory-calculator.ipynb"})
 # notebooks whose default-shape engine is the worker's session engine (see the module docstring)
@@ -85,11 +87,21 @@ class _EveryItem:
         browsers and kernels it starts inherit that). A notebook in SHARE_ENGINE gets the session engine's
         URL before nbval starts its kernel (the kernel inherits the variables)."""
         path = Path(str(item.path))
-        if "PYTEST_XDIST_WORKER" in os.environ and os.geteuid() == 0:
-            try:
-                os.setpriority(os.PRIO_PROCESS, 0, 0 if lane(path) == "live" else NICE_REST)
-            except OSError:
-                pass
+        if "PYTEST_XDIST_WORKER" in os.environ:
+            rest = lane(path) == "rest"
+            if os.geteuid() == 0:
+                try:
+                    os.setpriority(os.PRIO_PROCESS, 0, NICE_REST if rest else 0)
+                except OSError:
+                    pass
+            # vLLM's CPU engine binds its model's threads to the cores it does not reserve for its scheduler
+            # (vllm/utils/ompmultiprocessing.py, OMPProcessManager, VLLM_CPU_OMP_THREADS_BIND=auto: one core
+            # per worker, the last; on 2 cores its log says "core ids=[0] ... reserved_cpus=[1]"): the rest
+            # lane's engines compute on that last core, so they never take the timed engine's compute core
+            if rest:
+                os.environ[OMP_BIND] = str(max(os.sched_getaffinity(0)))
+            else:
+                os.environ.pop(OMP_BIND, None)
         if path.name in SHARE_ENGINE:
             from inferopt.serving import shared_engine as se
 
