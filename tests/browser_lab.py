@@ -329,6 +329,11 @@ class NotebookPage:
         ran = [k for k in range(len(self.code)) if k not in skip_code_cells]
         if not skip_code_cells and not by_cell:
             self.menu("Run", "Run All Cells")
+            if not self.started(ran, 20):
+                # the menu click was lost (seen once in ~15 suite runs, on a loaded machine): nothing
+                # started in 20 s. A learner clicks again; a notebook that cannot run fails below all the same.
+                self.screenshot(f"{Path(self.path).stem}-run-all-click-lost")
+                self.menu("Run", "Run All Cells")
         else:
             ranges = []
             for k in ran:
@@ -355,6 +360,18 @@ class NotebookPage:
             pass
         self.page.wait_for_timeout(800)
         return ran
+
+    def started(self, cells: list, timeout_s: float) -> bool:
+        """Whether any of these code cells shows it ran or runs ('[*]' or '[n]') within timeout_s."""
+        try:
+            self.page.wait_for_function(
+                r"""(ks) => { const panel = [...document.querySelectorAll('.jp-NotebookPanel')].find(p => p.offsetParent !== null);
+                     const cells = panel.querySelectorAll('.jp-CodeCell');
+                     return ks.some(k => /\[(\*|\d+)\]/.test((cells[k].querySelector('.jp-InputPrompt') || {}).textContent || '')); }""",
+                arg=cells, timeout=timeout_s * 1000)
+            return True
+        except PlaywrightTimeout:
+            return False
 
     def wait_ran(self, cells: list, timeout_s: float) -> None:
         """Wait until each of these code cells shows an execution count (not '*', not empty)."""

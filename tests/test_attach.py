@@ -180,6 +180,34 @@ def test_lab3_live_steps_on_an_engine_the_course_did_not_start(outside_engine, m
 
 
 @pytest.mark.engine
+def test_a_notebook_pointed_at_the_wrong_engine_gets_the_one_line_refusal(outside_engine, monkeypatch):
+    """Lab 2 (its solution, run by a real kernel as a learner would) with the room's URL set: its live cell
+    wants 1536 tokens and 0.5 GiB of KV, the room's engine has 2048 and 1 GiB; the cell stops with the
+    one-line refusal, and the room's engine runs on."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    from inferopt.paths import REPO_ROOT
+
+    url, proc = outside_engine
+    monkeypatch.setenv(se.ENV_URL, url)                 # the kernel inherits the learner's environment
+    monkeypatch.delenv(se.ENV_MISMATCH, raising=False)
+    nb = nbformat.read(REPO_ROOT / "solutions" / "lab2-memory-calculator.ipynb", as_version=4)
+    client = NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(REPO_ROOT / "solutions")}})
+    with pytest.raises(CellExecutionError):
+        client.execute()
+    failed = [c for c in nb.cells if c.cell_type == "code" and any(o.output_type == "error" for o in c.outputs)]
+    assert len(failed) == 1 and "VLLMServer(max_model_len=1536" in failed[0].source   # the live cell, nothing before
+    err = next(o for o in failed[0].outputs if o.output_type == "error")
+    assert err.ename == "CourseError" and len(err.traceback) == 1 and "\n" not in err.evalue   # one line, no traceback
+    assert err.evalue.startswith(f"the shared engine at {url} does not have the configuration this cell needs")
+    assert "max_model_len 1536 (it has 2048)" in err.evalue and "KV budget 0.5 GiB (it has 1 GiB)" in err.evalue
+    assert proc.poll() is None and requests.get(url + "/health", timeout=5).status_code == 200
+
+
+@pytest.mark.engine
 def test_a_cell_needing_another_configuration_gets_one_line(outside_engine, monkeypatch):
     from inferopt.serving.attach import AttachedEngine
     from inferopt.serving.engine import VLLMServer

@@ -266,6 +266,9 @@ def test_notebook_as_a_learner_sees_it(lab, page, path, use):
         _assert_clean(nbp, path.split("/")[-1].removesuffix(".ipynb"))
         if use:
             use(nbp)
+    except Exception:
+        nbp.screenshot(f"{path.split('/')[-1].removesuffix('.ipynb')}-FAILED")   # what the page showed
+        raise
     finally:
         nbp.close()
 
