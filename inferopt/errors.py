@@ -5,9 +5,13 @@ widgets show it inside the widget.
 """
 
 
-class CourseError(Exception):
-    """Bad input or a missing component, with a message that names the fix. In Jupyter it shows as that
-    one line (IPython's ``_render_traceback_``), not as a traceback from inside the package."""
+class OneLine:
+    """Mixin: in Jupyter the exception shows as its one line (IPython's ``_render_traceback_``), not as a
+    traceback from inside the package. The course's errors (here) and the lab checks' failures use it."""
 
     def _render_traceback_(self):
         return [f"\x1b[0;31m{type(self).__name__}\x1b[0m: {self}"]
+
+
+class CourseError(OneLine, Exception):
+    """Bad input or a missing component, with a message that names the fix (shown as one line in Jupyter)."""

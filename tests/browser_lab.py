@@ -279,6 +279,12 @@ def tree_labels() -> list:
     return list(nodes)
 
 
+# the visible notebook's panel, its code cells, and the text of code cell k's input prompt ('[ ]', '[*]', '[3]')
+_JS_PROMPTS = """const panel = [...document.querySelectorAll('.jp-NotebookPanel')].find(p => p.offsetParent !== null);
+    const cells = panel.querySelectorAll('.jp-CodeCell');
+    const prompt = (k) => (cells[k].querySelector('.jp-InputPrompt') || {}).textContent || '';"""
+
+
 class NotebookPage:
     """One notebook open in JupyterLab, driven through its menus. Cells are named by their index
     among the notebook's code cells (``code`` below), the same in the file and on the page."""
@@ -365,9 +371,7 @@ class NotebookPage:
         """Whether any of these code cells shows it ran or runs ('[*]' or '[n]') within timeout_s."""
         try:
             self.page.wait_for_function(
-                r"""(ks) => { const panel = [...document.querySelectorAll('.jp-NotebookPanel')].find(p => p.offsetParent !== null);
-                     const cells = panel.querySelectorAll('.jp-CodeCell');
-                     return ks.some(k => /\[(\*|\d+)\]/.test((cells[k].querySelector('.jp-InputPrompt') || {}).textContent || '')); }""",
+                "(ks) => {" + _JS_PROMPTS + r"return ks.some(k => /\[(\*|\d+)\]/.test(prompt(k))); }",
                 arg=cells, timeout=timeout_s * 1000)
             return True
         except PlaywrightTimeout:
@@ -376,11 +380,10 @@ class NotebookPage:
     def wait_ran(self, cells: list, timeout_s: float) -> None:
         """Wait until each of these code cells shows an execution count (not '*', not empty)."""
         self.page.wait_for_function(
-            """(ks) => { const panel = [...document.querySelectorAll('.jp-NotebookPanel')].find(p => p.offsetParent !== null);
-                 const cells = panel.querySelectorAll('.jp-CodeCell');
+            "(ks) => {" + _JS_PROMPTS + r"""
                  const failed = panel.querySelector('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]');
                  if (failed && /Traceback|Error/.test(failed.innerText)) return true;  // Run All stops there
-                 return ks.every(k => /\\[\\d+\\]/.test((cells[k].querySelector('.jp-InputPrompt') || {}).textContent || '')); }""",
+                 return ks.every(k => /\[\d+\]/.test(prompt(k))); }""",
             arg=cells, timeout=timeout_s * 1000)
 
     # -- looking ---------------------------------------------------------------------------------

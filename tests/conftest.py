@@ -30,13 +30,15 @@ from pathlib import Path
 
 import pytest
 
+from inferopt.serving.shared_engine import ENV_MISMATCH, ENV_URL
+
 # what a test module or notebook uses when it is live (it starts a process the suite must run one at a time)
 _LIVE = re.compile(r"\b(VLLMServer|live_server|PrometheusServer|NginxGateway|VLLMRouter|mark\.engine)\b|tags: \[live\]")
 _LIVE_CACHE: dict = {}
 # the suite starts the engines it measures: a room's INFEROPT_ENGINE_URL in the caller's shell must not make
 # its VLLMServers attach (tests/test_attach.py sets it itself where it tests that)
-os.environ.pop("INFEROPT_ENGINE_URL", None)
-os.environ.pop("INFEROPT_ENGINE_MISMATCH", None)
+os.environ.pop(ENV_URL, None)
+os.environ.pop(ENV_MISMATCH, None)
 NICE_REST = 10
 OMP_BIND = "VLLM_CPU_OMP_THREADS_BIND"
 os.environ.pop(OMP_BIND, None)           # the lanes set it (see _EveryItem); a caller's value would pin every engine
@@ -103,16 +105,12 @@ class _EveryItem:
             else:
                 os.environ.pop(OMP_BIND, None)
         if path.name in SHARE_ENGINE:
-            from inferopt.serving import shared_engine as se
-
-            os.environ[se.ENV_URL] = session_engine().base_url
-            os.environ[se.ENV_MISMATCH] = "start"
+            os.environ[ENV_URL] = session_engine().base_url
+            os.environ[ENV_MISMATCH] = "start"
 
     def pytest_runtest_teardown(self, item):
-        from inferopt.serving import shared_engine as se
-
-        os.environ.pop(se.ENV_URL, None)
-        os.environ.pop(se.ENV_MISMATCH, None)
+        os.environ.pop(ENV_URL, None)
+        os.environ.pop(ENV_MISMATCH, None)
 
 
 def pytest_configure(config):

@@ -27,14 +27,11 @@ import random
 import sys
 from pathlib import Path
 
-from inferopt.errors import CourseError
+from inferopt.errors import CourseError, OneLine
 
 
-class CheckFailed(AssertionError):
+class CheckFailed(OneLine, AssertionError):
     """A lab check failed; the message says what is wrong and hints at the fix. Shown as one line."""
-
-    def _render_traceback_(self):  # IPython shows this instead of a traceback
-        return [f"\x1b[0;31m{type(self).__name__}\x1b[0m: {self}"]
 
 
 class NotDone(CheckFailed):
