@@ -32,7 +32,9 @@ def test_exact_lengths_and_results_saved_as_they_complete(live_server, tok, tmp_
         res = loadgen.run(ep, reqs, concurrency=2, warmup=1, on_record=on_record, progress=False)
     assert seen == [1, 2, 3, 4]
     assert [(r.prompt_tokens, r.output_tokens) for r in res.records] == [(64, 12)] * 4   # server's usage
-    assert all(len(r.itl_s) == 11 for r in res.records)          # one chunk per token without spec decoding
+    # at most one chunk per token (no spec decoding); fewer when the API server reads late: vLLM merges the deltas
+    # a slow reader has not taken yet (vllm/v1/engine/output_processor.py, RequestOutputCollector.put)
+    assert all(1 <= len(r.itl_s) <= 11 for r in res.records)
     s = res.summary()
     assert s["completed"] == 4 and s["concurrency"] == 2 and s["client_cpu_ms_per_request"] > 0
 
