@@ -40,3 +40,148 @@ def test_setup_refuses_to_switch_engines_in_place():
 def test_the_banner_does_not_promise_the_same_direction_everywhere():
     assert "direction of every effect is the same" not in GPU_BANNER
     assert "carries over" in GPU_BANNER and "does not" in GPU_BANNER and "06b" in GPU_BANNER
+
+
+# ---------------------------------------------------------------- the install choice (serving/gpu_install.py)
+# Each case: what nvidia-smi answers on a machine seen in a public source, and the builds that run there.
+# The sources are cited per case; driver versions are ones NVIDIA or a public report names.
+import pytest  # noqa: E402
+
+from inferopt.errors import CourseError  # noqa: E402
+from inferopt.serving import gpu_install  # noqa: E402
+from inferopt.serving.gpu_install import Machine, choose, machine_from, parse_cuda_line, parse_query  # noqa: E402
+
+CU130 = ["vllm==0.32.0", "torch==2.13.0"]
+CU129 = ["vllm==0.32.0+cu129", "torch==2.13.0+cu129"]
+CU129_INDEX = ["https://wheels.vllm.ai/0.32.0/cu129", "https://download.pytorch.org/whl/cu129"]
+CASES = [
+    # id, nvidia-smi query answer, CUDA line, python, expected build (None: stop), expected text in the line, source
+    ("h200-580", "NVIDIA H200, 580.159.04, 9.0", "13.0", "3.11", "cu130", "driver 580.159.04 runs CUDA 13",
+     "assets/gpus.yaml H200 cuda_total_source: measured on driver 580.159.04 with PyTorch 2.11+cu130"),
+    ("colab-t4", "Tesla T4, 550.54.15, 7.5", "12.4", "3.12", "cu129", "cu130 needs driver >= 580",
+     "googlecolab/colabtools#5416, #5081: Colab's T4 driver 550.54.15 supports CUDA 12.4"),
+    ("kaggle-t4x2", "Tesla T4, 550.163.01, 7.5\nTesla T4, 550.163.01, 7.5", "12.4", "3.11", "cu129", "Tesla T4:",
+     "Kaggle/kaggle-cli#490 'GPU T4 x2'; driver 550.163.01 = NVIDIA's R550 branch (NVIDIA/gpu-operator#1409)"),
+    ("kaggle-l4", "NVIDIA L4, 570.133.20, 8.9", "12.8", "3.11", "cu129", "driver 570.133.20 runs CUDA 12",
+     "issue #31 (Kaggle L4); driver 570.133.20 = NVIDIA's R570 branch (NVIDIA/gpu-operator#1409), CUDA 12.8"),
+    ("a10-535", "NVIDIA A10, 535.247.01, 8.6", "12.2", "3.12", "cu129", "compute capability 8.6",
+     "NVIDIA/gpu-operator#1409 (535.247.01); eullm/eullm#428: cu129 torch runs on a CUDA 12.2 driver"),
+    ("h100-535", "NVIDIA H100 80GB HBM3, 535.129.03, 9.0", "12.2", "3.12", "cu129", "cu129 (CUDA 12.9)",
+     "discuss.vllm.ai 'Install using --torch-backend=cu129 but try to import cu13': H100, driver 535.129.03, "
+     "the default (CUDA 13) vLLM wheel fails there"),
+    ("a100-570", "NVIDIA A100-SXM4-80GB, 570.133.20, 8.0", "12.8", "3.12", "cu129", "A100",
+     "vllm-project/vllm#44335 comment: wheels.vllm.ai/<version>/cu129 works on CUDA 12.8"),
+    ("b200-570", "NVIDIA B200, 570.133.20, 10.0", "12.8", "3.12", "cu129", "compute capability 10.0",
+     "vLLM install docs: Blackwell needs CUDA >= 12.8 (the cu129 build has it); NVIDIA/gpu-operator#1409"),
+    ("b200-580", "NVIDIA B200, 580.159.04, 10.0", "13.0", "3.12", "cu130", "cu130 (CUDA 13.0)",
+     "NVIDIA compatibility table: CUDA 13.x needs >= 580; vllm-project/vllm#39878 (CUDA 13 default)"),
+    ("l4-580", "NVIDIA L4, 580.159.04, 8.9", "13.0", "3.13", "cu130", "NVIDIA L4",
+     "PyPI metadata of vllm 0.32.0: Requires-Python <3.15,>=3.11 (3.13 inside)"),
+    ("t4-470", "Tesla T4, 470.82.01, 7.5", "11.4", "3.11", None, "needs driver >= 525",
+     "NVIDIA compatibility table: CUDA 11.x drivers (>= 450, < 525) run no CUDA 12 build"),
+    ("v100-550", "Tesla V100-SXM2-32GB, 550.54.15, 7.0", "12.4", "3.11", None, "INFEROPT_ENGINE=cpu",
+     "vLLM install docs: 'compute capability 7.5 or higher (e.g., T4 ...)'; assets/hardware_rules.yaml vllm_cuda"),
+    ("h100-py310", "NVIDIA H100 80GB HBM3, 580.159.04, 9.0", "13.0", "3.10", None, "needs Python 3.11",
+     "PyPI metadata of vllm 0.32.0: Requires-Python <3.15,>=3.11"),
+    ("kaggle-p100", "Tesla P100-PCIE-16GB, 550.163.01, 6.0", "12.4", "3.11", None, "compute capability 6.0",
+     "Kaggle/kaggle-cli#821: the default Kaggle GPU is a P100 (compute capability 6.0: below vLLM 0.32's floor)"),
+]
+
+
+@pytest.mark.parametrize("cid,query,cuda,python,build,text,source", CASES, ids=[c[0] for c in CASES])
+def test_install_choice_table(cid, query, cuda, python, build, text, source):
+    plan = choose(machine_from(query, f"| NVIDIA-SMI x  Driver Version: x  CUDA Version: {cuda}  |", python))
+    assert source and plan.build == build and plan.ok is (build is not None)
+    assert text in plan.message and "\n" not in plan.message
+    if build == "cu130":
+        assert plan.packages == CU130 and plan.index_urls == []
+        assert plan.pip_args() == ["install", *CU130]
+    elif build == "cu129":
+        assert plan.packages == CU129 and plan.index_urls == CU129_INDEX
+        assert plan.pip_args() == ["install", *CU129, "--extra-index-url", CU129_INDEX[0],
+                                   "--extra-index-url", CU129_INDEX[1]]
+    else:                                        # the stop: one line naming what is needed and the command
+        assert plan.packages == [] and plan.pip_args() == [] and "make setup" in plan.message
+    assert not any("cu128" in p for p in plan.packages + plan.index_urls)
+
+
+def test_the_table_covers_what_issue_31_names():
+    names = " ".join(c[1] for c in CASES)
+    for gpu in ("T4", "L4", "A10", "A100", "H100", "H200", "B200"):
+        assert gpu in names, gpu
+    majors = {c[1].split(",")[1].strip().split(".")[0] for c in CASES}
+    assert {"535", "550", "570", "580"} <= majors and len(CASES) >= 10
+    assert {"colab-t4", "kaggle-t4x2", "kaggle-l4"} <= {c[0] for c in CASES}
+
+
+def test_a_wrong_table_gives_other_answers(monkeypatch):
+    """The cases are not satisfied by any table: a plausible wrong one (cu128 kept, the CUDA 12.9 floor at the
+    CUDA 12.9 toolkit's own driver 575) changes Colab's and the 535/570 machines' answers."""
+    import copy
+
+    real = gpu_install.table()
+    wrong = copy.deepcopy(real)
+    wrong["builds"]["cu129"]["min_driver"] = 575
+    monkeypatch.setattr(gpu_install, "table", lambda: wrong)
+    colab = choose(machine_from("Tesla T4, 550.54.15, 7.5", "CUDA Version: 12.4", "3.12"))
+    assert colab.ok is False and colab.build is None           # the real table installs cu129 there
+    wrong["builds"] = {"cu128": {**real["builds"]["cu129"], "packages": ["vllm==0.32.0+cu128", "torch==2.13.0+cu128"]}}
+    plan = choose(machine_from("NVIDIA A10, 535.247.01, 8.6", "CUDA Version: 12.2", "3.12"))
+    assert plan.packages != CU129                               # the table test above would fail on it
+
+
+def test_forced_builds():
+    colab = machine_from("Tesla T4, 550.54.15, 7.5", "CUDA Version: 12.4", "3.12")
+    p = choose(colab, build="cu130")
+    assert not p.ok and "needs NVIDIA driver >= 580" in p.message and "INFEROPT_GPU_BUILD=cu129" in p.message
+    h200 = machine_from("NVIDIA H200, 580.159.04, 9.0", "CUDA Version: 13.0", "3.11")
+    assert choose(h200, build="cu129").packages == CU129        # a newer driver runs the CUDA 12.9 build too
+    for gone in ("cu128", "cu126"):
+        with pytest.raises(CourseError, match="does not exist") as e:
+            choose(colab, build=gone)
+        assert "\n" not in str(e.value)
+    with pytest.raises(CourseError, match="cu128 builds were removed at 2.12"):
+        choose(colab, build="cu128")
+
+
+def test_answers_that_cannot_be_true_are_refused_in_one_line():
+    bad = [lambda: choose(Machine(driver="550.54.15", cuda="13.0", gpus=("Tesla T4",), capability=7.5, python="3.12")),
+           lambda: choose(Machine(driver="five-fifty", gpus=("Tesla T4",), capability=7.5, python="3.12")),
+           lambda: parse_query("Tesla T4"),
+           lambda: parse_query("Tesla T4, 550.54.15, seven"),
+           lambda: parse_query("Tesla T4, latest, 7.5"),
+           lambda: machine_from("Tesla T4, 550.54.15, 7.5\nTesla T4, 535.129.03, 7.5"),
+           lambda: choose(Machine(driver="550.54.15", python="three"))]
+    for f in bad:
+        with pytest.raises(CourseError) as e:
+            f()
+        assert "\n" not in str(e.value)
+
+
+def test_nvidia_smi_parsers():
+    q = parse_query("Tesla T4, 550.54.15, 7.5\nNVIDIA L4, 570.133.20, [N/A]\n")
+    assert q == [{"name": "Tesla T4", "driver": "550.54.15", "capability": 7.5},
+                 {"name": "NVIDIA L4", "driver": "570.133.20", "capability": None}]
+    header = ("+-----------------------------------------------------------------------------------------+\n"
+              "| NVIDIA-SMI 550.54.15              Driver Version: 550.54.15      CUDA Version: 12.4     |\n")
+    assert parse_cuda_line(header) == "12.4" and parse_cuda_line("no header") is None
+    # compute_cap [N/A] (an old driver): the catalog names the GPU's capability
+    plan = choose(machine_from("Tesla T4, 550.54.15, [N/A]", header, "3.12"))
+    assert plan.build == "cu129" and "the GPU catalog" in plan.message
+    assert machine_from("", "", "3.12").driver is None
+    assert "INFEROPT_ENGINE=cpu" in choose(machine_from("", "", "3.12")).message
+
+
+def test_the_plan_command_line():
+    args = [sys.executable, "-m", "inferopt.serving.gpu_install", "--plan", "--python", "3.12",
+            "--fake-query", "Tesla T4, 550.54.15, 7.5", "--fake-cuda", "12.4"]
+    out = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.split() == [*CU129, "--extra-index-url", CU129_INDEX[0],
+                                                          "--extra-index-url", CU129_INDEX[1]]
+    assert "cu129" in out.stderr and out.stderr.count("\n") == 1
+    stop = subprocess.run([*args[:-4], "--fake-query", "Tesla T4, 470.82.01, 7.5", "--fake-cuda", "11.4"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert stop.returncode == 1 and stop.stdout == "" and "driver >= 525" in stop.stderr
+    bad = subprocess.run([*args[:-4], "--fake-query", "Tesla T4, 550.54.15, 7.5", "--fake-cuda", "13.0"],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ") and "Traceback" not in bad.stderr
