@@ -27,7 +27,7 @@ COMMAND_MODULES = [
     "inferopt.planning.capacity",     # capacity
     "inferopt.monitoring.alerts",     # alerts
     "inferopt.monitoring.dashboard",  # dashboard
-    "inferopt.diagnosis.decision",    # diagnose
+    "inferopt.diagnosis.cli",         # diagnose
     "inferopt.diagnosis.tuning",      # tune
     "inferopt.bench.cli",             # bench sweep | bench import
     "inferopt.labcheck.grade",        # grade (a folder of submitted lab notebooks)

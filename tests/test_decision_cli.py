@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from inferopt.diagnosis import decision
+from inferopt.diagnosis import cli as diagnose_cli
 from inferopt.errors import CourseError
 from inferopt.paths import REPO_ROOT
 
@@ -16,7 +16,7 @@ BASE = ["--slo-ttft-p95-ms", "500", "--slo-tpot-p95-ms", "50"]
 def run(argv, capsys):
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="command", required=True)
-    decision.add_subcommand(sub)
+    diagnose_cli.add_subcommand(sub)
     args = ap.parse_args(["diagnose", *argv])
     rc = args.func(args)
     return rc, capsys.readouterr().out

@@ -1,0 +1,54 @@
+"""The candidate changes of the branch taken, in the order to try them: the tree's techniques and
+actions plus the free fixes it lacks (``config_fixes``) and vLLM's start remedies (``start_failure``),
+each offered once, labelled and ordered by cost (``cost``: free before accuracy before hardware)."""
+from __future__ import annotations
+
+from inferopt.diagnosis import config_fixes, cost, knowledge, start_failure
+from inferopt.diagnosis.inputs import Baseline, Deployment, Workload
+from inferopt.diagnosis.tree import Walk
+
+
+def complete(walk: Walk, branch_id: str, w: Workload, dep: Deployment | None, b: Baseline, on: set,
+             failing: list, thresholds: dict, mem: dict | None, techs: dict) -> None:
+    """Add the free fixes and start remedies to ``walk.actions``, drop repeats, label every item with
+    its cost and sort recommendations and actions in the order to try them (in place)."""
+    recs, actions = walk.recs, walk.actions
+    actions += config_fixes.extra_actions(branch_id, walk.facts, w, dep, b, on, failing, thresholds, walk.path)
+    if branch_id == "C" and mem is not None and not mem["will_start"]:
+        per_node = int(w.gpus_per_node or w.num_gpus)
+        actions[:0] = start_failure.remedies(mem, w, min(int(w.num_gpus), per_node))
+    if any(a["id"] == "idle_gpus_tp" for a in actions) and any(r["id"] == "tensor_parallel" for r in recs):
+        actions[:] = [a for a in actions if a["id"] != "idle_gpus_tp"]
+    seen_flags, unique = set(), []
+    for a in actions:  # one change offered once (a start remedy and a free fix may both say TP 1 -> 2)
+        key = tuple(a["flags_add"])
+        if key and key in seen_flags:
+            continue
+        seen_flags.add(key)
+        unique.append(a)
+    actions[:] = unique
+    walk.skipped += cost.annotate(recs, actions, mem)
+    # the order to try: vLLM's start remedies, then free before accuracy before hardware; then rank
+    # (tree), then cost level, then tree order
+    recs.sort(key=lambda r: (cost.sort_key(r["cost_kind"], r["rank"], r["id"]),
+                             knowledge.COST_ORDER[techs[r["id"]].cost_level], r["_order"]))
+    for r in recs:
+        r.pop("_order")
+    actions.sort(key=lambda a: cost.sort_key(a["cost_kind"], a["rank"], a["id"], a.get("frees_little", False)))
+    if mem is not None and mem["candidates"] and branch_id == "C":
+        gains = {c["id"]: c["text"] for c in mem["candidates"]}
+        for r in recs:
+            if r["id"] in gains:
+                r["memory"] = gains[r["id"]]
+
+
+def in_order(recs: list, actions: list) -> list:
+    """Every concrete change, in the order to try them: techniques and sized actions by rank (a free
+    action such as "give the KV cache the memory it needs" before an accuracy-costing technique)."""
+    changes = [{"id": r["id"], "kind": "technique", "rank": r["rank"], "flags_add": r["flags_add"],
+                "flags_remove": r["flags_remove"], "cost_kind": r["cost_kind"]} for r in recs]
+    changes += [{"id": a["id"], "kind": "action", "rank": a["rank"], "flags_add": a["flags_add"],
+                 "flags_remove": a["flags_remove"], "cost_kind": a["cost_kind"], "weak": a.get("frees_little", False)}
+                for a in actions if a["flags_add"] or a["flags_remove"] or cost.is_change_without_flags(a["id"])]
+    changes.sort(key=lambda c: cost.sort_key(c["cost_kind"], c["rank"], c["id"], c.get("weak", False)))
+    return changes
