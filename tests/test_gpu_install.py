@@ -185,3 +185,38 @@ def test_the_plan_command_line():
     bad = subprocess.run([*args[:-4], "--fake-query", "Tesla T4, 550.54.15, 7.5", "--fake-cuda", "13.0"],
                          cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.startswith("error: ") and "Traceback" not in bad.stderr
+
+
+def _fake_nvidia_smi(folder, query: str, cuda: str):
+    """An `nvidia-smi` on PATH that answers like a driver with these GPUs (the query) and this CUDA header."""
+    exe = folder / "nvidia-smi"
+    exe.write_text("#!/bin/sh\ncase \"$*\" in\n  *--query-gpu=name,driver_version,compute_cap*) printf '%s\\n' "
+                   f"'{query}' ;;\n  *) printf '| NVIDIA-SMI x   Driver Version: x   CUDA Version: {cuda}  |\\n' ;;\nesac\n")
+    exe.chmod(0o755)
+    return {**os.environ, "PATH": f"{folder}:{os.environ['PATH']}"}
+
+
+def test_probe_reads_a_real_nvidia_smi_process(tmp_path):
+    env = _fake_nvidia_smi(tmp_path, "Tesla T4, 550.54.15, 7.5", "12.4")
+    out = subprocess.run([sys.executable, "-m", "inferopt.serving.gpu_install", "--plan", "--python", "3.12"],
+                         cwd=ROOT, env=env, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.split()[:2] == CU129, out.stderr
+    env = _fake_nvidia_smi(tmp_path, "NVIDIA H200, 580.159.04, 9.0", "13.0")
+    out = subprocess.run([sys.executable, "-m", "inferopt.serving.gpu_install", "--plan", "--python", "3.12"],
+                         cwd=ROOT, env=env, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.split() == CU130, out.stderr
+
+
+def test_setup_installs_the_plan_on_gpu_only():
+    env = {k: v for k, v in os.environ.items() if k not in ("INFEROPT_ENGINE", "MAKEFLAGS", "MAKELEVEL")}
+
+    def dry(engine):
+        return subprocess.run(["make", "-n", "--no-print-directory", "setup", f"INFEROPT_ENGINE={engine}",
+                               f"STAMP=/nonexistent/.installed-{engine}"], cwd=ROOT, env=env, capture_output=True,
+                              text=True).stdout
+    gpu, cpu = dry("gpu"), dry("cpu")
+    plan_line = "PLAN=$(.venv/bin/python -m inferopt.serving.gpu_install --plan) || exit 1"
+    assert plan_line in gpu and 'if [ "gpu" = gpu ]' in gpu
+    assert 'if [ "cpu" = gpu ]' in cpu                # the CPU path skips the branch: its install line is unchanged
+    assert "whl/cu128" not in gpu + cpu
+    assert gpu.index(plan_line) < gpu.index("-r requirements-gpu.txt")   # the plan's builds first, then the rest
