@@ -27,3 +27,6 @@ def _set_plotly_renderer() -> None:
 
 
 _set_plotly_renderer()
+
+# the edition's lookup (English or 中文) renders the course's one-line errors and check hints
+from inferopt import i18n as _i18n  # noqa: E402,F401

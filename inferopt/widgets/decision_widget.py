@@ -16,6 +16,7 @@ import ipywidgets as W
 from inferopt.diagnosis import knowledge
 from inferopt.diagnosis.decision import Diagnosis, diagnose
 from inferopt.errors import CourseError
+from inferopt.i18n import tr
 from inferopt.planning import gpu_catalog
 from inferopt.widgets._common import error_html, esc
 from inferopt.widgets.deployment_inputs import DeploymentInputs
@@ -109,14 +110,14 @@ def diagnosis_html(d: Diagnosis) -> str:
     if d.branch is None:
         parts = [f'<p style="color:{OK_COLOR}"><b>{esc(d.next_step)}</b></p>']
     else:
-        parts = [f"<p><b>Worst metric:</b> {esc(d.worst_metric)} &nbsp; <b>Branch:</b> {esc(d.branch_title)}"
-                 f" &nbsp; <b>Path:</b> {esc(' → '.join(d.path))}</p>"]
+        parts = [f"<p><b>{tr('Worst metric:')}</b> {esc(d.worst_metric)} &nbsp; <b>{tr('Branch:')}</b> "
+                 f"{esc(d.branch_title)} &nbsp; <b>{tr('Path:')}</b> {esc(' → '.join(d.path))}</p>"]
         if len(d.order) > 1:
-            parts.append(f"<p>Also failing, fix later in this order: {esc(', '.join(d.order[1:]))}</p>")
+            parts.append(f"<p>{tr('Also failing, fix later in this order:')} {esc(', '.join(d.order[1:]))}</p>")
         if d.recommendations:
             rows = "".join(f"<li><b>{esc(r['name'])}</b> — {esc(r['reason'])}<br><code>"
                            f"{esc(shlex.join(r['flags_add'])) or '(no flag)'}</code></li>" for r in d.recommendations)
-            parts.append(f"<p><b>Try (cheapest first):</b></p><ol>{rows}</ol>")
+            parts.append(f"<p><b>{tr('Try (cheapest first):')}</b></p><ol>{rows}</ol>")
         for a in d.actions:
             flags = f" <code>{esc(shlex.join(a['flags_add']))}</code>" if a["flags_add"] else ""
             parts.append(f"<p>{'Tune' if flags else 'Investigate'}: {esc(a['text'])}{flags}</p>")
@@ -129,9 +130,9 @@ def diagnosis_html(d: Diagnosis) -> str:
                      f'{esc(c["title"])}:</b> {esc(c["advice"])}</p>')
     if d.flags or d.flags_remove:
         diff = "".join(f"- {esc(f)}\n" for f in d.flags_remove) + (f"+ {esc(shlex.join(d.flags))}\n" if d.flags else "")
-        parts.append(f"<p><b>Flag diff of the next change</b> (one at a time):</p><pre>{diff}</pre>")
+        parts.append(f"<p><b>{tr('Flag diff of the next change')}</b> {tr('(one at a time):')}</p><pre>{diff}</pre>")
     if d.branch is not None:
-        parts.append(f"<p><b>Next:</b> {esc(d.next_step)}</p>")
+        parts.append(f"<p><b>{tr('Next:')}</b> {esc(d.next_step)}</p>")
     return "\n".join(parts)
 
 
@@ -157,17 +158,17 @@ class DecisionWidget(W.VBox):
     def __init__(self):
         st = {"description_width": "120px"}
         lay = W.Layout(width="230px")
-        self.metric_w = {k: W.FloatText(value=v, description=d, style=st, layout=lay) for k, d, v in self.METRICS}
+        self.metric_w = {k: W.FloatText(value=v, description=tr(d), style=st, layout=lay) for k, d, v in self.METRICS}
         self.oom_w = W.Checkbox(value=False, description="OOM")
-        self.slo_w = {k: W.FloatText(value=v, description=d, style=st, layout=lay) for k, d, v in self.SLOS}
-        self.work_w = {k: W.FloatText(value=v, description=d, style=st, layout=lay) for k, d, v in self.WORKLOAD}
+        self.slo_w = {k: W.FloatText(value=v, description=tr(d), style=st, layout=lay) for k, d, v in self.SLOS}
+        self.work_w = {k: W.FloatText(value=v, description=tr(d), style=st, layout=lay) for k, d, v in self.WORKLOAD}
         self.gpu_w = W.Dropdown(options=["(unknown)"] + gpu_catalog.class_names(),
                                 value="(unknown)", description="GPU", style=st, layout=lay)
         self.on_w = W.SelectMultiple(options=knowledge.technique_ids(), value=(), rows=7,
                                      layout=W.Layout(width="230px"))  # the column's title names it
         self.file_w = W.Text(value="", placeholder="results/....jsonl or profile_export_aiperf.json",
-                             description="baseline file", style=st)
-        self.load_w = W.Button(description="Load metrics")
+                             description=tr("baseline file"), style=st)
+        self.load_w = W.Button(description=tr("Load metrics"))
         self.error_w = W.HTML(value="")
         self.result_w = W.HTML(value="")
         self.plot_w = None  # a plotly FigureWidget, made by the first refresh, then updated in place
@@ -190,10 +191,10 @@ class DecisionWidget(W.VBox):
         if self.plot_w is None:
             self._draw(None)
         super().__init__(children=[
-            W.HBox([col([*self.metric_w.values(), self.oom_w], "Baseline"),
-                    col(self.slo_w.values(), "SLOs (0 = none)"),
-                    col([*self.work_w.values(), self.gpu_w], "Workload (0 = unknown)"),
-                    col([self.on_w], "Techniques already on")], layout=W.Layout(flex_flow="row wrap")),
+            W.HBox([col([*self.metric_w.values(), self.oom_w], tr("Baseline")),
+                    col(self.slo_w.values(), tr("SLOs (0 = none)")),
+                    col([*self.work_w.values(), self.gpu_w], tr("Workload (0 = unknown)")),
+                    col([self.on_w], tr("Techniques already on"))], layout=W.Layout(flex_flow="row wrap")),
             W.HBox([self.file_w, self.load_w]), self.error_w, self.plot_w, self.result_w])
         self.children = (*self.children, self.deployment_w)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ipywidgets as W
 
 from inferopt.errors import CourseError
+from inferopt.i18n import tr
 from inferopt.planning.memory import (
     KV_DTYPES,
     WEIGHT_FORMATS,
@@ -80,15 +81,16 @@ def bars_html(r: MemoryResult, max_bars: int = 8) -> str:
 def readout_html(r: MemoryResult) -> str:
     """KV per token, blocks, KV cache size and the two concurrency figures."""
     lines = [
-        f"KV per token: <b>{r.kv_bytes_per_token:,} B</b> whole model, {r.kv_bytes_per_token_per_gpu:,} B per GPU "
-        f"({r.kv_heads_per_gpu} KV head(s) per GPU)",
-        f"KV budget per GPU: {r.kv_budget_gib_per_gpu:.2f} GiB = {r.num_blocks:,} blocks of {r.block_size} tokens",
-        f"KV cache size: <b>{r.kv_cache_tokens:,} tokens</b>; maximum concurrency at {r.max_model_len:,} tokens: "
-        f"<b>{r.max_concurrency:.2f}x</b>",
+        tr("KV per token: <b>{whole} B</b> whole model, {per_gpu} B per GPU ({heads} KV head(s) per GPU)",
+           whole=f"{r.kv_bytes_per_token:,}", per_gpu=f"{r.kv_bytes_per_token_per_gpu:,}", heads=r.kv_heads_per_gpu),
+        tr("KV budget per GPU: {gib} GiB = {blocks} blocks of {size} tokens", gib=f"{r.kv_budget_gib_per_gpu:.2f}",
+           blocks=f"{r.num_blocks:,}", size=r.block_size),
+        tr("KV cache size: <b>{tokens} tokens</b>; maximum concurrency at {length} tokens: <b>{conc}x</b>",
+           tokens=f"{r.kv_cache_tokens:,}", length=f"{r.max_model_len:,}", conc=f"{r.max_concurrency:.2f}"),
     ]
     if r.workload_tokens:
-        lines.append(f"at the workload's {r.workload_tokens:,} tokens per request: "
-                     f"<b>{r.max_concurrency_workload:.1f}</b> requests at once")
+        lines.append(tr("at the workload's {tokens} tokens per request: <b>{n}</b> requests at once",
+                        tokens=f"{r.workload_tokens:,}", n=f"{r.max_concurrency_workload:.1f}"))
     lines += [f'<span style="color:#b9770e">warning: {esc(w)}</span>' for w in r.warnings]
     return "<br>".join(lines)
 
@@ -135,23 +137,23 @@ class MemoryWidget(W.VBox):
         st = {"description_width": "130px"}
         lay = W.Layout(width="330px")
         self.controls = {
-            "model": W.Dropdown(options=model_names(), value=model, description="model", style=st, layout=lay),
+            "model": W.Dropdown(options=model_names(), value=model, description=tr("model"), style=st, layout=lay),
             "weight_format": W.Dropdown(options=list(WEIGHT_FORMATS), value=weight_format,
-                                        description="weight format", style=st, layout=lay),
-            "kv_dtype": W.Dropdown(options=KV_DTYPES, value=kv_dtype, description="KV dtype", style=st, layout=lay),
-            "tp": W.Dropdown(options=[1, 2, 3, 4, 6, 8, 16], value=tp, description="TP (GPUs)", style=st, layout=lay),
+                                        description=tr("weight format"), style=st, layout=lay),
+            "kv_dtype": W.Dropdown(options=KV_DTYPES, value=kv_dtype, description=tr("KV dtype"), style=st, layout=lay),
+            "tp": W.Dropdown(options=[1, 2, 3, 4, 6, 8, 16], value=tp, description=tr("TP (GPUs)"), style=st, layout=lay),
             "gpu": W.Dropdown(options=gpu_names(), value=gpu, description="GPU", style=st, layout=lay),
             "gpu_memory_utilization": W.FloatSlider(value=gpu_memory_utilization, min=0.5, max=0.98, step=0.01,
-                                                    description="utilization", style=st, layout=lay),
+                                                    description=tr("utilization"), style=st, layout=lay),
             "max_model_len": W.IntSlider(value=max_model_len, min=512, max=131072, step=512,
-                                         description="context length", style=st, layout=lay),
-            "runtime": W.Dropdown(options=self.RUNTIMES, value=runtime, description="runtime memory", style=st,
+                                         description=tr("context length"), style=st, layout=lay),
+            "runtime": W.Dropdown(options=self.RUNTIMES, value=runtime, description=tr("runtime memory"), style=st,
                                   layout=lay),
-            "max_num_batched_tokens": W.IntText(value=max_num_batched_tokens, description="token budget",
+            "max_num_batched_tokens": W.IntText(value=max_num_batched_tokens, description=tr("token budget"),
                                                 tooltip="--max-num-batched-tokens; 0 = vLLM 0.32's default",
                                                 style=st, layout=lay),
-            "input_tokens": W.IntText(value=input_tokens, description="input tokens", style=st, layout=lay),
-            "output_tokens": W.IntText(value=output_tokens, description="output tokens", style=st, layout=lay),
+            "input_tokens": W.IntText(value=input_tokens, description=tr("input tokens"), style=st, layout=lay),
+            "output_tokens": W.IntText(value=output_tokens, description=tr("output tokens"), style=st, layout=lay),
         }
         self.error_w = W.HTML(value="")
         self.bars_w = W.HTML(value="")

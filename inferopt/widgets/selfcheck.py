@@ -21,6 +21,7 @@ import ipywidgets as W
 from inferopt.diagnosis import knowledge
 from inferopt.diagnosis.decision import diagnose
 from inferopt.errors import CourseError
+from inferopt.i18n import tr
 from inferopt.widgets._common import error_html, esc
 
 
@@ -33,7 +34,7 @@ class Grade:
 
     def html(self) -> str:
         color = "#1e8449" if self.correct else "#922b21"
-        head = "Right" if self.correct else "Not yet"
+        head = tr("Right") if self.correct else tr("Not yet")
         items = "".join(f"<li>{esc(f)}</li>" for f in self.feedback)
         return f'<div style="color:{color}"><b>{head}</b> ({esc(self.score)})<ul>{items}</ul></div>'
 
@@ -170,7 +171,7 @@ class SelfCheck(W.VBox):
             self.controls[it["id"]] = ctrl
             fb = W.HTML()
             self.feedback[it["id"]] = fb
-            btn = W.Button(description="Check")
+            btn = W.Button(description=tr("Check"))
             btn.on_click(lambda _b, i=it["id"]: self.check(i))
             sections.append(W.VBox([W.HTML(f"<h4>{esc(it['title'])}</h4><p>{esc(it.get('prompt', ''))}</p>"),
                                     box, btn, fb]))

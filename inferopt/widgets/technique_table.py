@@ -12,6 +12,7 @@ import ipywidgets as W
 
 from inferopt.diagnosis import knowledge
 from inferopt.errors import CourseError
+from inferopt.i18n import tr
 from inferopt.widgets._common import error_html, esc
 
 COLUMNS = [("name", "Technique"), ("solves", "What it solves"), ("cost", "What it costs"),
@@ -39,7 +40,7 @@ def technique_rows(symptom: str | None = None, max_cost: str | None = None) -> l
 
 def technique_table_html(rows: list) -> str:
     """The rows as an HTML table (flags in code font)."""
-    head = "".join(f"<th style='text-align:left'>{esc(h)}</th>" for _, h in COLUMNS)
+    head = "".join(f"<th style='text-align:left'>{esc(tr(h))}</th>" for _, h in COLUMNS)
     body = []
     for r in rows:
         cells = []
@@ -57,10 +58,10 @@ class TechniqueTable(W.VBox):
 
     def __init__(self, symptom: str = "all", max_cost: str = "all"):
         names = knowledge.load("techniques")["symptom_names"]
-        self.symptom_w = W.Dropdown(options=[("all symptoms", "all")] + [(v, k) for k, v in names.items()],
-                                    value=symptom, description="symptom")
-        self.cost_w = W.Dropdown(options=[("any cost", "all"), ("low", "low"), ("up to medium", "medium"),
-                                          ("up to high", "high")], value=max_cost, description="cost")
+        self.symptom_w = W.Dropdown(options=[(tr("all symptoms"), "all")] + [(v, k) for k, v in names.items()],
+                                    value=symptom, description=tr("symptom"))
+        self.cost_w = W.Dropdown(options=[(tr("any cost"), "all"), (tr("low"), "low"), (tr("up to medium"), "medium"),
+                                          (tr("up to high"), "high")], value=max_cost, description=tr("cost"))
         self.table_w = W.HTML()
         self.rows = []
         self.error_text = None

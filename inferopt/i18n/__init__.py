@@ -1,0 +1,132 @@
+"""The course's editions (English, 中文): one lookup for every string a widget or a check shows.
+
+- ``edition()``: ``"en"`` or ``"zh"``. The one setting is the environment variable ``INFEROPT_EDITION``
+  (``make lab EDITION=zh`` passes it). Without it, a kernel started in the Chinese edition's folder
+  (``zh/``) is Chinese, so a Chinese notebook opened from an English JupyterLab still speaks Chinese.
+- ``tr(text, **values)``: the edition's form of an English string (``text`` is the key, as in gettext;
+  ``{name}`` placeholders are filled from ``values`` after the lookup).
+- ``localize(message)``: the edition's form of a message composed elsewhere (a lab check's hint, a
+  ``CourseError``): whole-message and fragment templates of the catalog (``{name}`` matches any text,
+  itself localized). ``errors.OneLine`` shows its line through it, so a lab check's hint is Chinese
+  in the Chinese labs without the checks knowing about editions.
+
+The strings live in ``locale/zh_CN/LC_MESSAGES/inferopt.po`` (gettext, keyed by the English text;
+read with ``polib`` the first time a Chinese string is needed). An English string without a
+translation shows in English; ``tests/test_i18n.py`` fails on every ``tr("...")`` in ``inferopt/``
+whose translation is missing or fuzzy. The notebooks' translation tools are ``inferopt.i18n.build``
+(``python -m inferopt.i18n``).
+"""
+from __future__ import annotations
+
+import os
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from inferopt import errors
+from inferopt.paths import REPO_ROOT
+
+EDITIONS = ("en", "zh")
+ENV = "INFEROPT_EDITION"
+LOCALE = REPO_ROOT / "locale"
+ZH_ROOT = REPO_ROOT / "zh"
+LANGUAGE = {"zh": "zh_CN"}   # edition -> gettext language folder under locale/
+RUNTIME_DOMAIN = "inferopt"  # locale/zh_CN/LC_MESSAGES/inferopt.po: widgets, checks, messages
+
+
+def edition() -> str:
+    """``en`` or ``zh``: ``INFEROPT_EDITION`` if set, else ``zh`` inside the Chinese folder ``zh/``, else ``en``."""
+    value = os.environ.get(ENV, "").strip().lower()
+    if value:
+        if value not in EDITIONS:
+            raise errors.CourseError(f"{ENV}={value!r} is not an edition of the course; use one of "
+                                     f"{', '.join(EDITIONS)} (e.g. make lab EDITION=zh)")
+        return value
+    try:
+        Path.cwd().resolve().relative_to(ZH_ROOT)
+    except (ValueError, OSError):
+        return "en"
+    return "zh"
+
+
+def po_path(domain: str, language: str = "zh_CN") -> Path:
+    """The .po file of a domain (``inferopt``, or a notebook such as ``chapters/01-technique-map``)."""
+    return LOCALE / language / "LC_MESSAGES" / f"{domain}.po"
+
+
+@lru_cache(maxsize=4)
+def catalog(language: str = "zh_CN") -> dict[str, str]:
+    """{English: translation} of the runtime strings (translated, not fuzzy, not obsolete)."""
+    import polib
+
+    path = po_path(RUNTIME_DOMAIN, language)
+    if not path.exists():
+        return {}
+    return {e.msgid: e.msgstr for e in polib.pofile(str(path))
+            if e.msgstr and not e.obsolete and "fuzzy" not in e.flags}
+
+
+def tr(text: str, **values) -> str:
+    """``text`` in the current edition, with ``{name}`` placeholders filled from ``values``."""
+    lang = LANGUAGE.get(edition())
+    out = catalog(lang).get(text, text) if lang else text
+    return out.format(**values) if values else out
+
+
+_FIELD = re.compile(r"\{(\w+)\}")
+
+
+@lru_cache(maxsize=4)
+def _templates(language: str) -> list[tuple[re.Pattern, re.Pattern, str]]:
+    """(whole-message pattern, fragment pattern, translation) per catalog entry with placeholders, longest first.
+    A placeholder matches any text; in a fragment, one at either end matches a word (``Task {n}``)."""
+    out = []
+    for msgid, msgstr in catalog(language).items():
+        parts = _FIELD.split(msgid)          # literal, name, literal, name, ...
+        literal = "".join(parts[0::2])
+        if len(parts) == 1 or len(literal.strip()) < 3:
+            continue
+        whole = frag = ""
+        seen = set()
+        for i, part in enumerate(parts):
+            if i % 2 == 0:
+                whole += re.escape(part)
+                frag += re.escape(part)
+            elif part in seen:
+                whole += f"(?P={part})"
+                frag += f"(?P={part})"
+            else:
+                seen.add(part)
+                edge = i == 1 and parts[0] == "" or i == len(parts) - 2 and parts[-1] == ""
+                whole += f"(?P<{part}>.+?)"
+                frag += f"(?P<{part}>[\\w.]+)" if edge else f"(?P<{part}>.+?)"
+        out.append((len(literal), re.compile(whole, re.S), re.compile(frag, re.S), msgstr))
+    out.sort(key=lambda t: -t[0])
+    return [(w, f, s) for _n, w, f, s in out]
+
+
+def localize(message: str, _depth: int = 0) -> str:
+    """A composed English message in the current edition: a whole-message template of the catalog if
+    one matches, else every fragment template (literal text at both ends) replaced where it occurs."""
+    lang = LANGUAGE.get(edition())
+    if not lang or _depth > 4 or not message:
+        return message
+    table = catalog(lang)
+    if message in table:
+        return table[message]
+    templates = _templates(lang)
+    fill = (lambda m, s: s.format(**{k: localize(v, _depth + 1) for k, v in m.groupdict().items()}))
+    for whole, _frag, msgstr in templates:
+        m = whole.fullmatch(message)
+        if m:
+            return fill(m, msgstr)
+    out = message
+    for _whole, frag, msgstr in templates:
+        out = frag.sub(lambda m, s=msgstr: fill(m, s), out)
+    for english, chinese in table.items():   # plain phrases inside the message
+        if "{" not in english and len(english) > 12 and english in out:
+            out = out.replace(english, chinese)
+    return out
+
+
+errors.OneLine.localize = staticmethod(localize)

@@ -1,0 +1,84 @@
+"""The Chinese edition's tools: ``python -m inferopt.i18n {build,check,diff,update}``.
+
+  build [NB ...]   regenerate zh/chapters and zh/labs from the English notebooks + their .po files (make zh)
+  check            every English unit has a current translation that keeps its numbers, inline code,
+                   flags, links and math and uses the glossary's terms; the zh notebooks are as build writes them
+  diff NB          what changed in each stale unit of NB: the English it was translated from, today's English,
+                   the translation to update
+  update [NB ...]  merge each notebook's .po with its current English units (changed units: fuzzy, with the
+                   old English kept as ``#| msgid``; new units: empty; removed units: obsolete)
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from inferopt.errors import CourseError
+from inferopt.i18n import build as b
+from inferopt.i18n import checks
+from inferopt.paths import REPO_ROOT
+
+
+def unit_problems(nb) -> list[str]:
+    """Preservation and glossary problems of the current translations of one notebook."""
+    table = b.translations(nb)
+    terms = checks.glossary()
+    out = []
+    for u in b.notebook_units(nb):
+        if u.text in table:
+            for p in checks.preservation_problems(u.text, table[u.text]) + \
+                    checks.glossary_problems(u.text, table[u.text], terms):
+                out.append(f"{u.nb} cell {u.cell} unit {u.index}: {p}")
+    return out
+
+
+def check_all(paths=None) -> list[str]:
+    problems = []
+    for nb in paths or b.sources():
+        problems += [s.line() for s in b.stale(nb)] + unit_problems(nb)
+    if not paths:
+        problems += b.out_of_date()
+    return problems
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m inferopt.i18n", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("build", "update"):
+        sub.add_parser(name).add_argument("notebooks", nargs="*")
+    sub.add_parser("check")
+    sub.add_parser("diff").add_argument("notebook")
+    a = ap.parse_args(argv)
+    try:
+        if a.cmd == "build":
+            written, left = b.build([b.source_of(n) for n in a.notebooks] or None)
+            for p in written:
+                print("wrote", p.relative_to(REPO_ROOT))
+            for name, n in left.items():
+                print(f"{name}: {n} unit(s) still in English (python -m inferopt.i18n diff {name}.ipynb)")
+            return 0
+        if a.cmd == "update":
+            for nb in [b.source_of(n) for n in a.notebooks] or b.sources():
+                c = b.update(nb)
+                print(f"{b.domain(nb)}: {c['kept']} current, {c['fuzzy']} fuzzy, {c['new']} new, "
+                      f"{c['obsolete']} obsolete")
+            return 0
+        if a.cmd == "diff":
+            print(b.diff_text(b.source_of(a.notebook)))
+            return 0
+        problems = check_all()
+        for p in problems:
+            print("-", p)
+        if problems:
+            print(f"{len(problems)} problem(s); fix the .po files (locale/zh_CN/LC_MESSAGES/), then {b.FIX_BUILD}")
+            return 1
+        print("every English unit has a current translation; the zh notebooks are up to date")
+        return 0
+    except CourseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

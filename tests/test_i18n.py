@@ -1,0 +1,223 @@
+"""The Chinese edition (中文版): translations current, faithful and regenerated; the widgets' and checks' strings.
+
+- drift: every English unit of every chapter and solution has a current translation in its .po; an edited
+  English paragraph makes the check fail (naming the unit and the diff command) until its translation is
+  updated (shown on a temporary copy);
+- preservation + glossary: each translation keeps the numbers, inline code, flags, links and math of its
+  English unit and uses the glossary's Chinese terms (and the checks reject a translation that does not);
+- the zh notebooks are exactly what ``python -m inferopt.i18n build`` writes: code cells and outputs equal
+  to the English notebooks', markdown translated;
+- runtime: ``tr``/``localize`` answer in the edition ``INFEROPT_EDITION`` (or the ``zh/`` folder) selects,
+  every ``tr("...")`` of the package has a translation, a lab check's hint renders in Chinese.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+
+import polib
+import pytest
+
+from inferopt import i18n
+from inferopt.errors import CourseError
+from inferopt.i18n import build as b
+from inferopt.i18n import checks
+from inferopt.i18n.__main__ import main, unit_problems
+from inferopt.paths import REPO_ROOT
+
+SOURCES = b.sources()
+IDS = [b.domain(p) for p in SOURCES]
+HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+@pytest.mark.parametrize("nb", SOURCES, ids=IDS)
+def test_every_english_unit_has_a_current_translation(nb):
+    stale = b.stale(nb)
+    assert not stale, f"{len(stale)} stale unit(s):\n" + "\n".join(s.line() for s in stale)
+
+
+@pytest.mark.parametrize("nb", SOURCES, ids=IDS)
+def test_translations_keep_numbers_code_flags_links_math_and_use_the_glossary(nb):
+    problems = unit_problems(nb)
+    assert not problems, "\n".join(problems)
+
+
+def test_zh_notebooks_are_what_the_build_command_writes():
+    problems = b.out_of_date()
+    assert not problems, "\n".join(problems)
+
+
+def _code(nb: dict) -> list:
+    return [(c["source"], c.get("outputs"), c.get("execution_count")) for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+@pytest.mark.parametrize("nb", SOURCES, ids=IDS)
+def test_zh_code_cells_and_outputs_are_the_english_ones(nb):
+    zh = json.loads(b.zh_target(nb).read_text(encoding="utf-8"))
+    english = REPO_ROOT / "labs" / nb.name if b.english_home(nb) == "labs" else nb
+    en = json.loads(english.read_text(encoding="utf-8"))
+    assert _code(zh) == _code(en)
+    assert [c["cell_type"] for c in zh["cells"]] == [c["cell_type"] for c in en["cells"]]
+    first_md = next(c for c in zh["cells"] if c["cell_type"] == "markdown")
+    assert "中文版说明" in first_md["source"]           # says where its outputs come from
+    assert HAN.search("".join(c["source"] for c in zh["cells"] if c["cell_type"] == "markdown"))
+
+
+# ------------------------------------------------------------------ the drift check on a temporary copy
+@pytest.fixture
+def tmp_course(tmp_path, monkeypatch):
+    """Chapter 07 and its .po in a temporary repository that the i18n tools read instead of the real one."""
+    src = REPO_ROOT / "chapters" / "07-knowledge-map-and-tradeoffs.ipynb"
+    (tmp_path / "chapters").mkdir()
+    (tmp_path / "solutions").mkdir()
+    nb = tmp_path / "chapters" / src.name
+    shutil.copy(src, nb)
+    po_dir = tmp_path / "locale" / "zh_CN" / "LC_MESSAGES" / "chapters"
+    po_dir.mkdir(parents=True)
+    shutil.copy(i18n.po_path("chapters/07-knowledge-map-and-tradeoffs"), po_dir)
+    for mod, name, value in [(b, "REPO_ROOT", tmp_path), (b, "CHAPTERS", tmp_path / "chapters"),
+                             (b, "SOLUTIONS", tmp_path / "solutions"), (b, "ZH_ROOT", tmp_path / "zh"),
+                             (i18n, "LOCALE", tmp_path / "locale")]:
+        monkeypatch.setattr(mod, name, value)
+    return nb
+
+
+def _edit_english(nb, old: str, new: str) -> None:
+    data = json.loads(nb.read_text(encoding="utf-8"))
+    cell = next(c for c in data["cells"] if c["cell_type"] == "markdown" and old in "".join(c["source"]))
+    cell["source"] = "".join(cell["source"]).replace(old, new)
+    nb.write_text(json.dumps(data), encoding="utf-8")
+
+
+def test_drift_check_fails_on_an_edited_english_paragraph_until_its_translation_is_updated(tmp_course, capsys):
+    nb = tmp_course
+    assert b.stale(nb) == []
+    _edit_english(nb, "about 10 minutes of reading", "about 15 minutes of reading")
+    stale = b.stale(nb)
+    assert [(s.why, s.unit.cell) for s in stale] == [("changed", 0)]
+    assert "python -m inferopt.i18n diff chapters/07-knowledge-map-and-tradeoffs.ipynb" in stale[0].line()
+    # the diff command shows the English it was translated from, today's English and the translation
+    assert main(["diff", str(nb)]) == 0
+    out = capsys.readouterr().out
+    assert "-**Time**: about 10 minutes" in out and "+**Time**: about 15 minutes" in out and "阅读约 10 分钟" in out
+    # update keeps the old translation as fuzzy: still stale
+    assert main(["update", str(nb)]) == 0
+    assert [s.why for s in b.stale(nb)] == ["fuzzy"]
+    # a translation still saying 10 minutes would not pass the preservation check either
+    po_file = i18n.po_path("chapters/07-knowledge-map-and-tradeoffs")
+    po = polib.pofile(str(po_file))
+    entry = next(e for e in po if "fuzzy" in e.flags)
+    assert checks.preservation_problems(entry.msgid, entry.msgstr) == ["numbers missing: 15"]
+    entry.msgstr = entry.msgstr.replace("10 分钟", "15 分钟", 1)
+    entry.flags.remove("fuzzy")
+    po.save(str(po_file))
+    assert b.stale(nb) == [] and unit_problems(nb) == []
+    # a brand-new paragraph is stale as "new"
+    _edit_english(nb, "## Takeaways", "## Takeaways\n\nA paragraph nobody translated.")
+    assert [s.why for s in b.stale(nb)] == ["new"]
+
+
+def test_a_zh_notebook_out_of_date_is_found(tmp_course):
+    b.build([tmp_course])
+    assert b.out_of_date() == []
+    target = b.zh_target(tmp_course)
+    target.write_text(target.read_text(encoding="utf-8").replace("知识图", "知识地图", 1), encoding="utf-8")
+    assert b.out_of_date() == ["zh/chapters/07-knowledge-map-and-tradeoffs.ipynb is not what the English notebook "
+                               "and its .po give; fix: python -m inferopt.i18n build   (or: make zh)"]
+
+
+# ------------------------------------------------------------------ the checks reject what they should
+ENGLISH = ("Run `vllm serve` with `--enable-prefix-caching` and 3.5 GiB of KV cache for $B \\cdot L$ tokens; "
+           "see [Chapter 2](02-decision-tree.ipynb).")
+GOOD = "用 `--enable-prefix-caching` 运行 `vllm serve`，KV 缓存 3.5 GiB，容纳 $B \\cdot L$ 个 token；见[第 2 章](02-decision-tree.ipynb)。"
+
+
+@pytest.mark.parametrize("bad, problem", [
+    (GOOD.replace("3.5", "4.5"), "numbers missing: 3.5"),
+    (GOOD.replace("`vllm serve`", "vllm serve"), "code missing: vllm serve"),
+    (GOOD.replace("`--enable-prefix-caching`", "前缀缓存"), "code missing: --enable-prefix-caching"),
+    (GOOD.replace("02-decision-tree.ipynb", "02b-decision-tree-live.ipynb"), "links missing: 02-decision-tree.ipynb"),
+    (GOOD.replace("$B \\cdot L$", "B·L"), "math missing: $B \\cdot L$"),
+])
+def test_preservation_check_rejects_a_lost_or_changed_item(bad, problem):
+    assert checks.preservation_problems(ENGLISH, GOOD) == []
+    assert problem in checks.preservation_problems(ENGLISH, bad)
+
+
+def test_preservation_check_reads_a_flag_outside_code():
+    assert checks.preservation_problems("pass --max-num-seqs 8", "传入 --max-num-seqs 8") == []
+    assert checks.preservation_problems("pass --max-num-seqs 8", "传入 8") == ["flags missing: --max-num-seqs"]
+
+
+def test_glossary_check_rejects_a_translation_without_the_term():
+    english = "Prefix caching cuts the time to first token."
+    assert checks.glossary_problems(english, "前缀缓存降低首 token 延迟。") == []
+    assert checks.glossary_problems(english, "前缀缓存降低第一个 token 的时间。") == [
+        "glossary: 'time to first token' should appear as 首 token 延迟"]
+    # inside inline code a term is code, not prose
+    assert checks.glossary_problems("set `prefix_caching`", "设置 `prefix_caching`") == []
+
+
+def test_the_glossary_pairs_are_the_ones_the_english_text_gives_at_first_use():
+    """Each '(English..., 中文)' pairing the English chapters give for a glossary term agrees with the glossary."""
+    terms = {e.lower(): t["zh"] for t in checks.glossary() for e in t["en"]}
+    seen = 0
+    for md in sorted((REPO_ROOT / "chapters").glob("*.md")) + sorted((REPO_ROOT / "solutions").glob("*.md")):
+        for en, zh in re.findall(r"([A-Za-z][A-Za-z' -]{2,40}) \((?:[A-Z]{2,5}, )?([\u4e00-\u9fff][^,;)]*)\)",
+                                 md.read_text(encoding="utf-8")):
+            for n in range(1, 5):
+                key = " ".join(en.lower().split()[-n:])
+                if key in terms:
+                    seen += 1
+                    assert any(z in zh for z in terms[key]), f"{md.name}: {en} ({zh}) vs glossary {terms[key]}"
+                    break
+    assert seen > 20
+
+
+# ------------------------------------------------------------------ runtime strings
+def test_edition_is_one_setting_and_a_bad_value_is_one_line(monkeypatch, tmp_path):
+    monkeypatch.setenv("INFEROPT_EDITION", "zh")
+    assert i18n.edition() == "zh" and i18n.tr("Baseline") == "基线"
+    monkeypatch.setenv("INFEROPT_EDITION", "en")
+    assert i18n.tr("Baseline") == "Baseline"
+    monkeypatch.setenv("INFEROPT_EDITION", "cn")
+    with pytest.raises(CourseError, match="INFEROPT_EDITION='cn' is not an edition"):
+        i18n.edition()
+    monkeypatch.delenv("INFEROPT_EDITION")
+    monkeypatch.chdir(tmp_path)
+    assert i18n.edition() == "en"
+    (REPO_ROOT / "zh" / "chapters").mkdir(parents=True, exist_ok=True)
+    monkeypatch.chdir(REPO_ROOT / "zh" / "chapters")        # a kernel of a Chinese notebook
+    assert i18n.edition() == "zh"
+
+
+def _tr_literals() -> list[tuple[str, str]]:
+    out = []
+    for f in sorted((REPO_ROOT / "inferopt").rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "tr"
+                    and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                out.append((str(f.relative_to(REPO_ROOT)), node.args[0].value))
+    return out
+
+
+def test_every_tr_string_of_the_package_has_a_chinese_translation():
+    literals = _tr_literals()
+    assert len(literals) > 30
+    cat = i18n.catalog("zh_CN")
+    missing = [f"{f}: {s!r}" for f, s in literals if s not in cat]
+    assert not missing, f"add to {i18n.po_path('inferopt').relative_to(REPO_ROOT)}:\n" + "\n".join(missing)
+    for _f, s in literals:
+        assert set(re.findall(r"\{(\w+)\}", s)) == set(re.findall(r"\{(\w+)\}", cat[s])), s
+
+
+def test_a_composed_hint_is_localized_fragment_by_fragment(monkeypatch):
+    from inferopt.labcheck import CheckFailed, NotDone
+
+    monkeypatch.setenv("INFEROPT_EDITION", "zh")
+    line = NotDone("Task 2 is not done yet: define `predicted_tokens` (run the task's cell first)")._render_traceback_()[0]
+    assert "任务 2 还没有完成" in line and "`predicted_tokens`" in line
+    monkeypatch.setenv("INFEROPT_EDITION", "en")
+    assert "Task 2 is not done yet" in CheckFailed("Task 2 is not done yet: define `x`")._render_traceback_()[0]
