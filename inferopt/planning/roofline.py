@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from inferopt.errors import CourseError
 from inferopt.planning.model_specs import ModelSpec, load_spec
@@ -337,10 +338,10 @@ class StepRoofline:
         return {k.name: k.time_s / self.time_s for k in self.kernels} if self.time_s else {}
 
 
-def _kernel(name, flops, nbytes, peak, bw, extra_s=0.0, link=False) -> KernelTime:
+def _kernel(name, flops, nbytes, peak, bw, extra_s=0.0, link=False, overlap=True) -> KernelTime:
     c = flops / peak if flops else 0.0
     m = nbytes / bw if nbytes else 0.0
-    t = max(c, m) + extra_s
+    t = (max(c, m) if overlap else c + m) + extra_s
     kind = "network" if link else ("compute" if c > m else "memory")
     return KernelTime(name, flops, nbytes, c, m, t, kind)
 
@@ -352,11 +353,18 @@ def _expert_fraction(spec: ModelSpec, tokens: float) -> float:
     return 1 - (1 - spec.experts_per_token / spec.num_experts) ** tokens
 
 
+@lru_cache(maxsize=64)
+def _routed_expert_weights(spec: ModelSpec) -> int:
+    """Weights of all routed experts (0 for a dense model)."""
+    return sum(spec.num_experts * 3 * spec.hidden_size * spec.moe_intermediate_size
+               for i in range(spec.num_layers) if spec.is_moe_layer(i)) if spec.is_moe else 0
+
+
 def step_roofline(model, roof: Roof, *, decode_batch: int = 0, context_tokens: float = 0,
                   prefill_tokens: int = 0, prefill_context: float = 0, prefill_requests: int | None = None,
                   tp: int = 1, pp: int = 1, weights: str = "bf16", kv_dtype_bytes: float = 2.0,
                   act_bytes: float = 2.0, efficiency: dict | None = None, overhead_s: float = 0.0,
-                  allreduce_latency_s: float = 0.0) -> StepRoofline:
+                  allreduce_latency_s: float = 0.0, overlap: bool = True) -> StepRoofline:
     """The kernels of one engine step on one GPU, each bounded by its own roof, and their sum.
 
     The step holds ``decode_batch`` requests producing one token each, with ``context_tokens`` tokens
@@ -375,6 +383,8 @@ def step_roofline(model, roof: Roof, *, decode_batch: int = 0, context_tokens: f
 
     ``efficiency`` = {"compute", "memory", "network"}: the share of each datasheet roof a kernel reaches
     (default 1: the roofline's lower bound). With ``pp`` > 1 the figures are one stage's (layers / pp).
+    ``overlap=False``: a kernel takes compute + memory time instead of the larger one (a CPU, whose cores
+    both compute and wait for memory, fits that better than a GPU's overlapping roofline).
     """
     spec = _spec(model)
     eff = {"compute": 1.0, "memory": 1.0, "network": 1.0, **(efficiency or {})}
@@ -407,21 +417,19 @@ def step_roofline(model, roof: Roof, *, decode_batch: int = 0, context_tokens: f
     T = B + P
     p = spec.params()
     routed = p.total - p.active          # weights of the experts a token skips
-    expert_total = 0
-    if spec.is_moe:
-        expert_total = sum(spec.num_experts * 3 * spec.hidden_size * spec.moe_intermediate_size
-                           for i in range(spec.num_layers) if spec.is_moe_layer(i))
+    expert_total = _routed_expert_weights(spec)
     active_linear = p.linear - routed
     touched = p.linear - expert_total + expert_total * _expert_fraction(spec, T)
-    lin = _kernel("linear", 2 * active_linear * T / tp * stage, touched * per / tp * stage, peak_lin, bw)
+    lin = _kernel("linear", 2 * active_linear * T / tp * stage, touched * per / tp * stage, peak_lin, bw,
+                  overlap=overlap)
     sampled = B + nreq
     head_w = spec.vocab_size * spec.hidden_size
     head_bytes = head_w * (4 if weights == "fp32" else 2) / tp
-    head = _kernel("lm_head", 2 * head_w * sampled / tp, head_bytes if sampled else 0.0, peak16, bw)
+    head = _kernel("lm_head", 2 * head_w * sampled / tp, head_bytes if sampled else 0.0, peak16, bw, overlap=overlap)
     f_tok, kv_tok = _attention_per_token(spec, tp, kv_dtype_bytes)
     att_flops = B * f_tok * _attended(spec, ctx) + f_tok * P * _attended(spec, pctx + P / 2)
     att_bytes = B * kv_tok * _attended(spec, ctx) + kv_tok * (P + nreq * _attended(spec, pctx))
-    att = _kernel("attention", att_flops * stage, att_bytes * stage, peak16, bw)
+    att = _kernel("attention", att_flops * stage, att_bytes * stage, peak16, bw, overlap=overlap)
     kernels = [lin, head, att]
     if tp > 1:
         calls = 2 * spec.num_layers * stage

@@ -1,0 +1,272 @@
+"""Predict a vLLM deployment's latency and throughput for a workload, and name the limit that binds.
+
+    from inferopt.performance.predict import predict
+    p = predict("llama-3-70b", "H100", tp=8, weights="fp8", kv_dtype="fp8",
+                input_tokens=800, output_tokens=150, request_rate=50)
+    p.ttft_ms, p.tpot_ms, p.throughput_tok_s, p.binding_limit, p.error_band
+
+The instance's KV capacity and vLLM's batch defaults come from :mod:`inferopt.planning.memory` and
+:mod:`inferopt.planning.hardware`; each step's time from the per-kernel roofline
+(:mod:`inferopt.performance.steptime`); the queue from :mod:`inferopt.performance.scheduler`. With
+``num_gpus`` > tp x pp the load is split evenly over ``num_gpus / (tp x pp)`` replicas.
+
+``binding_limit`` is one of: ``max_num_seqs`` (requests wait while the running set is at the cap and the
+KV cache has room), ``kv_cache`` (preemptions, or waiting with the KV cache full), ``frontend`` (the API
+server paces the steps), or, when nothing queues, what the steps' time goes to: ``weights_bandwidth``
+(reading the weights), ``kv_bandwidth`` (reading the KV cache: attention), ``compute`` (compute-bound
+linear layers), ``interconnect`` (TP all-reduce), ``step_overhead`` (fixed per-step cost, e.g.
+``--enforce-eager``). ``saturated`` says the engine cannot keep up with the offered rate.
+
+CLI: ``python -m inferopt predict --model M --gpu G --input-tokens I --output-tokens O
+(--concurrency C | --request-rate R) [--tp N --pp N --num-gpus N --weights W --kv-dtype D ...] [--json]``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from dataclasses import asdict, dataclass, field
+
+from inferopt.errors import CourseError
+from inferopt.performance import profiles as P
+from inferopt.performance.scheduler import SchedulerConfig, SimResult, Workload, simulate
+from inferopt.performance.steptime import Engine
+from inferopt.planning import gpu_catalog, hardware, memory
+from inferopt.planning import roofline as R
+from inferopt.planning.model_specs import load_spec
+
+LIMITS = ("max_num_seqs", "kv_cache", "frontend", "weights_bandwidth", "kv_bandwidth", "compute",
+          "interconnect", "step_overhead")
+
+
+@dataclass
+class Prediction:
+    ttft_ms: float
+    ttft_p95_ms: float
+    tpot_ms: float
+    tpot_p95_ms: float
+    itl_ms: float
+    e2e_ms: float
+    throughput_tok_s: float            # output tokens per second, all replicas
+    request_throughput_rps: float
+    queue_len: float                   # mean requests waiting, per replica
+    running: float                     # mean requests running, per replica
+    kv_usage: float                    # mean share of the KV cache in use
+    kv_usage_max: float
+    preemptions: int
+    binding_limit: str
+    why: str
+    saturated: bool
+    replicas: int
+    kv_capacity_tokens: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    step_shares: dict = field(default_factory=dict)
+    error_band: dict = field(default_factory=dict)
+    littles_law_in_flight: float | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _pct(xs: list, q: float) -> float:
+    if not xs:
+        return float("nan")
+    s = sorted(xs)
+    k = (len(s) - 1) * q
+    lo = math.floor(k)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def _mean(xs: list) -> float:
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def _num(name: str, v, *, whole=False, lo=None, lo_open=False, hi=None):
+    if v is None:
+        return None
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    if ok and whole:
+        ok = float(v).is_integer()
+    if ok and lo is not None:
+        ok = v > lo if lo_open else v >= lo
+    if ok and hi is not None:
+        ok = v <= hi
+    if not ok:
+        rng = f"{'>' if lo_open else '>='} {lo}" if lo is not None else ""
+        raise CourseError(f"{name}={v!r}: give a finite {'whole ' if whole else ''}number {rng}".rstrip())
+    return int(v) if whole else float(v)
+
+
+def _limit(res: SimResult, sched: SchedulerConfig, saturated: bool) -> tuple[str, str]:
+    T = res.duration_s or 1.0
+    waiting, running = res.time_waiting / T, res.time_running / T
+    if res.frontend_paced_s > 0.5 * T:
+        return "frontend", (f"the API server paced {res.frontend_paced_s / T:.0%} of the time: tokenizing and "
+                            "streaming take longer than the engine's steps (add --api-server-count)")
+    if res.preemptions or (waiting > 0.5 and res.kv_max > 0.9):
+        return "kv_cache", (f"the KV cache ran full ({res.kv_max:.0%} at most, {res.preemptions} preemptions): "
+                            "requests wait for blocks, not for a slot")
+    if waiting > 0.5 and res.max_running >= sched.max_num_seqs and running >= 0.9 * sched.max_num_seqs:
+        return "max_num_seqs", (f"{waiting:.1f} requests waited on average while {running:.0f} ran at the cap "
+                                f"--max-num-seqs {sched.max_num_seqs} and the KV cache was {res.time_kv / T:.0%} used")
+    groups: dict[str, float] = {}
+    for (name, bound), t in res.kernel_bound.items():
+        if name in ("linear", "lm_head"):
+            g = "compute" if bound == "compute" else "weights_bandwidth"
+        elif name == "attention":
+            g = "compute" if bound == "compute" else "kv_bandwidth"
+        elif name == "allreduce":
+            g = "interconnect"
+        else:
+            g = "step_overhead"
+        groups[g] = groups.get(g, 0.0) + t
+    top = max(groups, key=groups.get)
+    share = groups[top] / sum(groups.values())
+    what = {"weights_bandwidth": "reading the weights from memory", "kv_bandwidth": "reading the KV cache (attention)",
+            "compute": "compute-bound matrix multiplies", "interconnect": "TP all-reduce over the interconnect",
+            "step_overhead": "the fixed cost of each step (launches, scheduling, sampling)"}[top]
+    pre = "saturated: the engine cannot keep up with the offered load; " if saturated else ""
+    return top, f"{pre}{share:.0%} of the step time is {what}"
+
+
+def predict(model, gpu: str, *, input_tokens: int, output_tokens: int, concurrency: int | None = None,
+            request_rate: float | None = None, num_gpus: int | None = None, tp: int = 1, pp: int = 1,
+            weights: str = "auto", kv_dtype: str = "auto", dtype: str = "bfloat16",
+            max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
+            enable_chunked_prefill: bool = True, prefix_hit_fraction: float = 0.0, enforce_eager: bool = False,
+            gpu_memory_utilization: float = memory.DEFAULT_GPU_MEMORY_UTILIZATION, max_model_len: int | None = None,
+            kv_cache_memory_bytes: int | None = None, api_server_count: int = 1, num_requests: int | None = None,
+            profile: P.Profile | None = None, roof: R.Roof | None = None, seed: int = 0) -> Prediction:
+    """The model's prediction for one operating point (see the module docstring)."""
+    spec = load_spec(model)
+    on_cpu = str(gpu).lower() == "cpu"
+    tp = _num("tp", tp, whole=True, lo=1)
+    pp = _num("pp", pp, whole=True, lo=1)
+    num_gpus = _num("num_gpus", num_gpus, whole=True, lo=1) or tp * pp
+    if num_gpus % (tp * pp):
+        raise CourseError(f"num_gpus={num_gpus} is not a multiple of tp x pp = {tp * pp}: each replica needs "
+                          "tp x pp GPUs")
+    replicas = num_gpus // (tp * pp)
+    _num("input_tokens", input_tokens, whole=True, lo=1)
+    _num("output_tokens", output_tokens, whole=True, lo=1)
+    _num("concurrency", concurrency, whole=True, lo=1)
+    _num("request_rate", request_rate, lo=0, lo_open=True)
+    _num("prefix_hit_fraction", prefix_hit_fraction, lo=0, hi=0.99)
+    _num("gpu_memory_utilization", gpu_memory_utilization, lo=0, lo_open=True, hi=1)
+    _num("api_server_count", api_server_count, whole=True, lo=1)
+    _num("max_num_seqs", max_num_seqs, whole=True, lo=1)
+    _num("max_num_batched_tokens", max_num_batched_tokens, whole=True, lo=1)
+    _num("max_model_len", max_model_len, whole=True, lo=1)
+    if (concurrency is None) == (request_rate is None):
+        raise CourseError("give either --concurrency (closed loop) or --request-rate (open loop), not both")
+    prof = profile or P.profile("cpu" if on_cpu else "gpu")
+    fmt = memory.resolve_weight_format(spec, weights)
+    if on_cpu:
+        fmt = "fp32" if weights == "auto" and dtype in ("float32", "fp32") else fmt
+        if roof is None:
+            if not prof.roof:
+                raise CourseError("the cpu profile has no fitted roof; pass roof=custom_roof(...)")
+            roof = R.custom_roof("cpu", prof.roof["peak_flops"], prof.roof["bandwidth"], "fp32")
+        gid = None
+    else:
+        gid = gpu_catalog.resolve(gpu)
+        roof = roof or R.device_roof(gid)
+    kvb = memory.kv_dtype_bytes(kv_dtype, "float32" if fmt == "fp32" else dtype)
+    d_budget, d_seqs = hardware.batch_defaults(None if on_cpu else gid, on_cpu=on_cpu)
+    seqs = max_num_seqs or d_seqs
+    budget = max_num_batched_tokens or d_budget
+    if on_cpu and kv_cache_memory_bytes is None:
+        raise CourseError("on the CPU give kv_cache_memory_bytes (--kv-cache-memory-bytes), as the course's engine does")
+    mem = memory.calculate(spec, gid, tp=tp * pp, weight_format=fmt, kv_dtype=kv_dtype,
+                           dtype="float32" if fmt == "fp32" else dtype,
+                           gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
+                           kv_cache_memory_bytes=kv_cache_memory_bytes, max_num_batched_tokens=budget,
+                           max_num_seqs=seqs, enforce_eager=enforce_eager)
+    engine = Engine(spec, roof, prof, tp=tp, pp=pp, weights=fmt, kv_dtype_bytes=kvb, enforce_eager=enforce_eager)
+    cfg = SchedulerConfig(seqs, budget, int(mem.kv_cache_tokens), mem.block_size, enable_chunked_prefill,
+                          float(prefix_hit_fraction), int(api_server_count))
+    per_conc = None if concurrency is None else max(1, math.ceil(concurrency / replicas))
+    per_rate = None if request_rate is None else request_rate / replicas
+    n = num_requests or (max(4 * per_conc, 40) if per_conc else int(min(2000, max(100, per_rate * 20))))
+    wl = Workload(int(input_tokens), int(output_tokens), per_conc, per_rate, int(n), seed)
+    res = simulate(engine, cfg, wl)
+    T = res.duration_s or 1.0
+    thr = res.output_tokens / T
+    req_thr = res.completed / T
+    saturated = per_rate is not None and req_thr < 0.95 * per_rate and res.time_waiting / T > 1.0
+    limit, why = _limit(res, cfg, saturated)
+    fe = prof.frontend_per_request_ms * 1e-3
+    ttft = [t + fe for t in res.ttft_s]
+    itl_n = sum(k for _, k in res.itl_weighted)
+    itl = sum(dt * k for dt, k in res.itl_weighted) / itl_n if itl_n else float("nan")
+    total_k = sum(res.kernel_time.values()) or 1.0
+    e2e = _mean(res.e2e_s) + fe
+    band = {m: {"median_rel": e["median"], "worst_rel": e["worst"], "n_runs": e["n"]} for m, e in prof.error.items()}
+    return Prediction(
+        ttft_ms=_mean(ttft) * 1e3, ttft_p95_ms=_pct(ttft, 0.95) * 1e3, tpot_ms=_mean(res.tpot_s) * 1e3,
+        tpot_p95_ms=_pct(res.tpot_s, 0.95) * 1e3, itl_ms=itl * 1e3, e2e_ms=e2e * 1e3,
+        throughput_tok_s=thr * replicas, request_throughput_rps=req_thr * replicas,
+        queue_len=res.time_waiting / T, running=res.time_running / T, kv_usage=res.time_kv / T,
+        kv_usage_max=res.kv_max, preemptions=res.preemptions, binding_limit=limit, why=why, saturated=saturated,
+        replicas=replicas, kv_capacity_tokens=int(mem.kv_cache_tokens), max_num_seqs=seqs,
+        max_num_batched_tokens=budget,
+        step_shares={k: round(v / total_k, 4) for k, v in sorted(res.kernel_time.items())},
+        error_band=band,
+        littles_law_in_flight=(request_rate * e2e) if request_rate is not None else None)
+
+
+# ---------------------------------------------------------------- CLI: python -m inferopt predict
+def add_subcommand(subparsers) -> None:
+    p = subparsers.add_parser("predict", help="TTFT, TPOT, throughput and the binding limit of a deployment",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="llama-3-70b", help="shipped model name or path to config.json")
+    p.add_argument("--gpu", default="H100-SXM-80GB", help="GPU id or alias (H100) from assets/gpus.yaml, or 'cpu'")
+    p.add_argument("--num-gpus", type=int, default=None, help="GPUs in all (default tp x pp); more = replicas")
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel size")
+    p.add_argument("--pp", type=int, default=1, help="pipeline-parallel size")
+    p.add_argument("--weights", default="auto", choices=["auto", "bf16", "fp16", "fp8", "int8", "int4", "fp32"])
+    p.add_argument("--kv-dtype", default="auto", choices=memory.KV_DTYPES)
+    p.add_argument("--dtype", default="bfloat16", help="compute dtype (what kv-dtype auto means)")
+    p.add_argument("--input-tokens", type=int, required=True)
+    p.add_argument("--output-tokens", type=int, required=True)
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--concurrency", type=int, default=None, help="requests in flight (closed loop)")
+    g.add_argument("--request-rate", type=float, default=None, help="requests per second (Poisson arrivals)")
+    p.add_argument("--max-num-seqs", type=int, default=None)
+    p.add_argument("--max-num-batched-tokens", type=int, default=None, help="token budget (default: vLLM's)")
+    p.add_argument("--no-enable-chunked-prefill", action="store_true")
+    p.add_argument("--prefix-hit", type=float, default=0.0, help="share of each prompt found in the prefix cache")
+    p.add_argument("--enforce-eager", action="store_true")
+    p.add_argument("--gpu-memory-utilization", type=float, default=memory.DEFAULT_GPU_MEMORY_UTILIZATION)
+    p.add_argument("--max-model-len", type=int, default=None)
+    p.add_argument("--kv-cache-memory-bytes", type=int, default=None)
+    p.add_argument("--api-server-count", type=int, default=1)
+    p.add_argument("--num-requests", type=int, default=None, help="requests to simulate (default: by load)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cli)
+
+
+def _cli(args: argparse.Namespace) -> int:
+    pr = predict(args.model, args.gpu, input_tokens=args.input_tokens, output_tokens=args.output_tokens,
+                 concurrency=args.concurrency, request_rate=args.request_rate, num_gpus=args.num_gpus, tp=args.tp,
+                 pp=args.pp, weights=args.weights, kv_dtype=args.kv_dtype, dtype=args.dtype,
+                 max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
+                 enable_chunked_prefill=not args.no_enable_chunked_prefill, prefix_hit_fraction=args.prefix_hit,
+                 enforce_eager=args.enforce_eager, gpu_memory_utilization=args.gpu_memory_utilization,
+                 max_model_len=args.max_model_len, kv_cache_memory_bytes=args.kv_cache_memory_bytes,
+                 api_server_count=args.api_server_count, num_requests=args.num_requests)
+    if args.json:
+        print(json.dumps(pr.as_dict(), indent=2, sort_keys=True))
+        return 0
+    band = pr.error_band.get("tpot", {})
+    print(f"TTFT mean {pr.ttft_ms:.0f} ms (P95 {pr.ttft_p95_ms:.0f}), TPOT mean {pr.tpot_ms:.1f} ms "
+          f"(P95 {pr.tpot_p95_ms:.1f}), output {pr.throughput_tok_s:,.0f} tok/s over {pr.replicas} replica(s)")
+    print(f"binding limit: {pr.binding_limit}: {pr.why}")
+    print(f"queue {pr.queue_len:.1f} waiting, {pr.running:.1f} running (max-num-seqs {pr.max_num_seqs}), "
+          f"KV {pr.kv_usage:.0%} used (max {pr.kv_usage_max:.0%}), {pr.preemptions} preemptions")
+    if band:
+        print(f"error band (calibration, runs not fitted): TPOT median {band['median_rel']:.0%}, "
+              f"worst {band['worst_rel']:.0%} over {band['n_runs']} runs")
+    return 0
