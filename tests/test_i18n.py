@@ -49,8 +49,12 @@ def test_zh_notebooks_are_what_the_build_command_writes():
     assert not problems, "\n".join(problems)
 
 
+def _text(cell) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
 def _code(nb: dict) -> list:
-    return [(c["source"], c.get("outputs"), c.get("execution_count")) for c in nb["cells"] if c["cell_type"] == "code"]
+    return [(_text(c), c.get("outputs"), c.get("execution_count")) for c in nb["cells"] if c["cell_type"] == "code"]
 
 
 @pytest.mark.parametrize("nb", SOURCES, ids=IDS)
@@ -61,8 +65,8 @@ def test_zh_code_cells_and_outputs_are_the_english_ones(nb):
     assert _code(zh) == _code(en)
     assert [c["cell_type"] for c in zh["cells"]] == [c["cell_type"] for c in en["cells"]]
     first_md = next(c for c in zh["cells"] if c["cell_type"] == "markdown")
-    assert "中文版说明" in first_md["source"]           # says where its outputs come from
-    assert HAN.search("".join(c["source"] for c in zh["cells"] if c["cell_type"] == "markdown"))
+    assert "中文版说明" in _text(first_md)           # says where its outputs come from
+    assert HAN.search("".join(_text(c) for c in zh["cells"] if c["cell_type"] == "markdown"))
 
 
 # ------------------------------------------------------------------ the drift check on a temporary copy
@@ -221,3 +225,19 @@ def test_a_composed_hint_is_localized_fragment_by_fragment(monkeypatch):
     assert "任务 2 还没有完成" in line and "`predicted_tokens`" in line
     monkeypatch.setenv("INFEROPT_EDITION", "en")
     assert "Task 2 is not done yet" in CheckFailed("Task 2 is not done yet: define `x`")._render_traceback_()[0]
+
+
+def test_a_lab_check_given_a_wrong_answer_hints_in_chinese(monkeypatch):
+    """Lab 1's pitfall check, answered with a real pitfall id that is not the one in the plan."""
+    from inferopt.diagnosis import knowledge
+    from inferopt.labcheck import CheckFailed, lab1
+
+    right = {c["id"] for c in lab1.conflicts_for(lab1.PLAN, lab1.PLAN_WORKLOAD)}
+    wrong = next(p["id"] for p in knowledge.load("pitfalls")["pitfalls"] if p["id"] not in right)
+    with pytest.raises(CheckFailed) as info:
+        lab1.part3({"pitfall": wrong})
+    monkeypatch.setenv("INFEROPT_EDITION", "zh")
+    line = info.value._render_traceback_()[0]
+    assert f"第 3 部分：引擎中 '{wrong}' 的规则对这个方案不触发" in line, line
+    monkeypatch.setenv("INFEROPT_EDITION", "en")
+    assert "the engine's rule for" in info.value._render_traceback_()[0]

@@ -115,7 +115,10 @@ def localize(message: str, _depth: int = 0) -> str:
     if message in table:
         return table[message]
     templates = _templates(lang)
-    fill = (lambda m, s: s.format(**{k: localize(v, _depth + 1) for k, v in m.groupdict().items()}))
+
+    def fill(m, s):
+        return s.format(**{k: localize(v, _depth + 1) for k, v in m.groupdict().items()})
+
     for whole, _frag, msgstr in templates:
         m = whole.fullmatch(message)
         if m:

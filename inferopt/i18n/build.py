@@ -58,6 +58,9 @@ def source_of(name: str) -> Path:
     for cand in sources():
         if cand.stem == stem:
             return cand
+    starts = [c for c in sources() if c.stem.startswith(stem + "-")]   # "08", "lab1"
+    if len(starts) == 1:
+        return starts[0]
     raise CourseError(f"{name}: not an English notebook of chapters/ or solutions/; give one, e.g. "
                       "chapters/07-knowledge-map-and-tradeoffs.ipynb")
 
@@ -274,7 +277,7 @@ def translate_notebook(nb: Path, table: dict[str, str] | None = None) -> tuple[d
         text = join(parts)
         if first:
             head, sep, rest = text.partition("\n")
-            text = f"{head}\n\n{_note(nb, home == 'labs')}\n{sep}{rest}" if sep else f"{head}\n\n{_note(nb, home == 'labs')}"
+            text = f"{head}\n\n{_note(nb, home == 'labs')}" + (f"\n{rest}" if sep else "")
             first = False
         cell["source"] = text
     return clean(out), missing
