@@ -108,7 +108,7 @@ def test_grade_a_folder_of_five_submissions(tmp_path):
 def test_only_the_tasks_definitions_are_taken():
     """The grader's selection by name: an added cell that binds no task name never runs; a helper
     the task's function uses comes along; a release name (INCIDENTS) keeps the release's value."""
-    from inferopt.labcheck.isolated import select
+    from inferopt.labcheck.cells import select
 
     cells = ["get_ipython().set_custom_exc((Exception,), lambda *a, **k: None)",
              "import inferopt.labcheck.lab1 as L\nL.part2 = lambda ns: None",

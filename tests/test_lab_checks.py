@@ -170,7 +170,7 @@ WRONG = {
                                 "def kv_bytes_per_token(cfg, kv_bytes, _f=_mem.kv_bytes_per_token):\n"
                                 "    return _f(_ms.spec_from_config(dict(cfg, vocab_size=32000, model_type='llama')), kv_bytes)[0]\n"
                                 "del _mem"),
-        "reference_of_the_check": ("_g = labcheck.lab2.task1.__globals__\n"
+        "reference_of_the_check": ("import inspect as _i\n_g = _i.unwrap(labcheck.lab2.task1).__globals__\n"
                                    "_ref_f = _g.get('ref_bytes_per_token') or _g['_ref'].ref_bytes_per_token\n"
                                    "def kv_bytes_per_token(cfg, kv_bytes):\n    return _ref_f(cfg, kv_bytes)"),
         "runs_solutions": ("from inferopt.paths import SOLUTIONS as _S\n"

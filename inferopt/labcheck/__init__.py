@@ -25,9 +25,16 @@ import numbers
 import os
 import random
 import sys
-from pathlib import Path
 
 from inferopt.errors import CourseError, OneLine
+from inferopt.labcheck.watch import (  # noqa: F401  (the checks and the grader import them from here)
+    _ACTIVE,
+    _ACTIVE_TARGETS,
+    LABCHECK_DIR,
+    _Watch,
+    code_of,
+    guard_solutions,
+)
 
 
 class CheckFailed(OneLine, AssertionError):
@@ -42,9 +49,53 @@ class Shortcut(CheckFailed):
     """The learner's code called the package function the task asks them to write."""
 
 
+class Copied(Shortcut):
+    """The learner's code read the worked solutions (or the checks' own files) while it was graded."""
+
+
+class Probed(Shortcut):
+    """The learner's code called a lab check: a search for the accepted answer, not an answer."""
+
+
 def rng(seed=None) -> random.Random:
-    """A generator for check-time cases: fresh each run unless a seed is given (tests pin one)."""
-    return random.Random(seed)
+    """A generator for check-time cases: 128 bits from os.urandom each run unless a seed is given (tests
+    pin one), so no table of inputs seen in an earlier run covers the next one."""
+    return random.Random(int.from_bytes(os.urandom(16), "big") if seed is None else seed)
+
+
+# ---- a check run many times in one kernel is noticed --------------------------------------------------
+PROBE_LIMIT = 20  # runs of one check on one namespace before it stops judging (restart the kernel)
+_RUNS: dict = {}  # id(namespace) -> (namespace, {check: runs}); the namespace is kept so its id is not reused
+
+
+def count_run(ns: dict, check: str) -> int:
+    """Count one run of ``check`` on this notebook namespace; a Probed past PROBE_LIMIT runs.
+
+    Honest work runs a check a few times; a loop that calls the check until it passes (to find an
+    accepted answer) runs it many. This is the notebook's view only (a learner can clear the count
+    in their own kernel); the grader refuses any submission that calls a check at all."""
+    if not isinstance(ns, dict):
+        return 0
+    _ns, counts = _RUNS.setdefault(id(ns), (ns, {}))
+    counts[check] = counts.get(check, 0) + 1
+    if counts[check] > PROBE_LIMIT:
+        raise Probed(f"{check}: this check has run {counts[check]} times in this kernel, which is what a search for "
+                     "the accepted answer looks like; it judges no more runs here. Restart the kernel and run the "
+                     "notebook once (Run All); the grader runs your code where no check can be called")
+    return counts[check]
+
+
+def counted(fn):
+    """Decorator for a lab's check functions: each run on a namespace is counted (``count_run``)."""
+    import functools
+
+    label = f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"
+
+    @functools.wraps(fn)
+    def check(ns, *args, **kwargs):
+        count_run(ns, label)
+        return fn(ns, *args, **kwargs)
+    return check
 
 
 def need(ns: dict, task: str, *names: str):
@@ -102,6 +153,10 @@ def _raiser(what: str, hint: str):
     return forbidden
 
 
+class _ForbiddenProperty(property):
+    __forbidden__ = True
+
+
 @contextlib.contextmanager
 def forbid(ns: dict | None, targets, hint: str = "the check runs your code without it"):
     """Make package functions unavailable while the learner's code runs.
@@ -126,6 +181,8 @@ def forbid(ns: dict | None, targets, hint: str = "the check runs your code witho
             if code is not None:
                 added[code] = f"{mod_name}.{attr}"
             repl = _raiser(f"{mod_name}.{attr}", hint)
+            if isinstance(old, property):  # RequestRecord.tpot_s: reading it raises
+                repl = _ForbiddenProperty(repl)
             saved.append((owner, parts[-1], old, False))
             setattr(owner, parts[-1], repl)
             if ns is not None:
@@ -134,10 +191,12 @@ def forbid(ns: dict | None, targets, hint: str = "the check runs your code witho
                         saved.append((ns, k, old, True))
                         ns[k] = repl
         _ACTIVE.append(added)
+        _ACTIVE_TARGETS.append([tuple(t) for t in targets])
         yield
     finally:
         if _ACTIVE and _ACTIVE[-1] is added:
             _ACTIVE.pop()
+            _ACTIVE_TARGETS.pop()
         for owner, name, old, is_dict in reversed(saved):
             if is_dict:
                 owner[name] = old
@@ -211,6 +270,9 @@ def _never_returns_a_value(fn) -> bool:
     """True when the function's bytecode has no `return <value>` (so None means a forgotten return)."""
     import dis
 
+    told = getattr(fn, "__never_returns__", None)  # a function run in the submission's process says it
+    if told is not None:
+        return bool(told)
     code = getattr(getattr(fn, "__func__", fn), "__code__", None)
     if code is None or code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
         return False
@@ -271,93 +333,6 @@ def ratio_hint(got: float, want: float, quantity: str, known: dict | None = None
 def _factor(x: float) -> str:
     text = f"{x:.3g}"
     return f"{text}x" if text not in ("1", "1.0", "1.00") else f"{x:.6f}x"
-
-
-# ---- what the learner's code may not call (see `call`) -------------------------------------------------
-LABCHECK_DIR = str(Path(__file__).resolve().parent)
-_ACTIVE: list = []  # stack of {code object: "module.attr"} from the active `forbid` blocks
-
-
-def code_of(obj):
-    """The code object behind a function, method, numpy dispatcher or decorated function (None if none)."""
-    obj = getattr(obj, "_implementation", obj)  # numpy's array-function dispatchers
-    try:
-        obj = inspect.unwrap(obj)
-    except ValueError:
-        pass
-    obj = getattr(obj, "__func__", obj)
-    return getattr(obj, "__code__", None)
-
-
-def _solutions_dir() -> str | None:
-    try:
-        from inferopt.paths import SOLUTIONS
-        return str(Path(SOLUTIONS).resolve())
-    except Exception:
-        return None
-
-
-class _Watch:
-    """A profile function: records calls into forbidden code while the learner's function runs."""
-
-    def __init__(self, active):
-        self.codes, self.copies = {}, {}
-        for block in active:
-            for code, label in block.items():
-                self.codes[code] = label
-                self.copies[(code.co_name, code.co_code)] = label
-        self.hits: list[str] = []
-        self.solutions = _solutions_dir()
-        self._seen: dict = {}
-
-    def __call__(self, frame, event, arg):
-        if event != "call":
-            return
-        code = frame.f_code
-        verdict = self._seen.get(code)
-        if verdict is None:
-            verdict = self._judge(code)
-            self._seen[code] = verdict
-        if verdict and (not self.hits or self.hits[-1] != verdict):
-            self.hits.append(verdict)
-
-    def _judge(self, code) -> str:
-        label = self.codes.get(code) or self.copies.get((code.co_name, code.co_code))
-        if label:
-            return label
-        fname = code.co_filename
-        if fname.startswith(LABCHECK_DIR) and code.co_name not in ("forbidden", "_audit", "_solutions_dir") \
-                and not fname.endswith("isolated.py"):  # the grading process's own frames
-            return f"the lab's own checking code (inferopt.labcheck: {code.co_name})"
-        if self.solutions and fname.startswith(self.solutions):
-            return "code from solutions/"
-        return ""
-
-
-_OPEN_GUARD = {"on": 0}
-
-
-def _audit(event, args):
-    if event != "open" or not _OPEN_GUARD["on"] or not args or not isinstance(args[0], (str, bytes, os.PathLike)):
-        return
-    sol = _solutions_dir()
-    try:
-        path = os.path.realpath(os.fsdecode(args[0]))
-    except (TypeError, ValueError):
-        return
-    if sol and path.startswith(sol + os.sep):
-        raise CourseError("write it yourself: the worked solutions (solutions/) are not for the check's runs")
-
-
-_AUDIT_ADDED = {"done": False}
-
-
-def guard_solutions(on: bool) -> None:
-    """Refuse to open files under solutions/ while on (an audit hook, added once per process)."""
-    if not _AUDIT_ADDED["done"]:
-        sys.addaudithook(_audit)
-        _AUDIT_ADDED["done"] = True
-    _OPEN_GUARD["on"] += 1 if on else -1
 
 
 def passed(msg: str) -> None:

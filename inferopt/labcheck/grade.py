@@ -19,6 +19,7 @@ max_points, message``, and a short summary printed and written next to it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -32,7 +33,22 @@ from inferopt.errors import CourseError
 from inferopt.paths import REPO_ROOT, SOLUTIONS
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-FIELDS = ["file", "lab", "task", "points", "max_points", "message"]
+FIELDS = ["file", "lab", "task", "points", "max_points", "reason", "message"]
+# the reason column: why a row has the points it has, from the verdict's kind (the message's prefix)
+REASONS = {"Copied": "read the worked solutions or the checks' files", "Probed": "called the lab's check",
+           "Shortcut": "called the package instead of computing it", "NotDone": "not done",
+           "CheckFailed": "wrong answer", "Tampered": "changed the course's modules"}
+
+
+def reason_for(points: float, max_points: float, message: str) -> str:
+    if max_points and points >= max_points:
+        return "passed"
+    kind = message.split(":", 1)[0]
+    if kind in REASONS:
+        return REASONS[kind]
+    if message.startswith("cannot read"):
+        return "unreadable notebook"
+    return "stopped" if message.startswith("stopped") else "wrong answer"
 
 
 @dataclass
@@ -43,6 +59,10 @@ class Row:
     points: float
     max_points: float
     message: str
+
+    @property
+    def reason(self) -> str:
+        return reason_for(self.points, self.max_points, self.message)
 
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in FIELDS}
@@ -187,8 +207,17 @@ def release_tasks(lab: str, labs: dict) -> list[dict]:
             tasks.append({"grade_id": meta["nbgrader"]["grade_id"], "lab": m.group(1), "check": m.group(2),
                           "release_cells": list(cells)})
         elif "live" not in meta.get("tags", []):
-            cells.append({"source": src, "solution": "### BEGIN SOLUTION" in src})
+            cells.append(_release_cell(src))
     return tasks
+
+
+def _release_cell(src: str) -> dict:
+    """A set-up cell travels whole; a solution cell only as the names it binds (its code never leaves here)."""
+    if "### BEGIN SOLUTION" not in src:
+        return {"source": src, "solution": False}
+    from inferopt.labcheck.cells import bound, statements
+
+    return {"names": sorted({n for s in statements(src) for n in bound(s)}), "solution": True}
 
 
 def submission_cells(nb: dict) -> list[str]:
@@ -211,16 +240,26 @@ def grade_task(task: dict, cells: list[str], *, timeout: int = 300, seed=None) -
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
     env.pop("PYTHONSTARTUP", None)
+    import signal
+
     with tempfile.TemporaryDirectory(prefix="inferopt-grade-") as tmp:
+        # the checker and the submission's process share one process group: a timeout ends both
+        proc = subprocess.Popen([sys.executable, "-B", "-m", "inferopt.labcheck.isolated"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp, env=env,
+                                start_new_session=True)
         try:
-            proc = subprocess.run([sys.executable, "-B", "-m", "inferopt.labcheck.isolated"],
-                                  input=json.dumps(job), capture_output=True, text=True, timeout=timeout, cwd=tmp,
-                                  env=env, start_new_session=True, check=False)
+            stdout, stderr = proc.communicate(json.dumps(job), timeout=timeout)
         except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
             return False, f"stopped: the task ran past its time limit ({timeout} s)"
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(token + " ")]
+        finally:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+    lines = [ln for ln in stdout.splitlines() if ln.startswith(token + " ")]
     if not lines:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        tail = (stderr.strip().splitlines() or ["no output"])[-1]
         return False, f"stopped: the grading process ended without a verdict ({tail[:200]})"
     verdict = json.loads(lines[-1][len(token) + 1:])
     msg = _ANSI.sub("", verdict.get("message", "")).replace("\n", " ").strip()

@@ -13,6 +13,7 @@ from inferopt.labcheck import (
     NotDone,
     Shortcut,
     call,
+    counted,
     forbid,
     need,
     need_callable,
@@ -103,6 +104,7 @@ def _hint_branch(got, want, show):
             "TPOT P95 or throughput (B) -> P99 tail (D) (chapter 04): the branch is not the worst metric's branch")
 
 
+@counted
 def part1(ns: dict, n_cases: int = 300, seed=None) -> None:
     task = "Part 1"
     worst_metric, branch_for = need_callable(ns, task, "worst_metric", "branch_for")
@@ -141,6 +143,7 @@ def _used_diagnose(ns: dict) -> bool:
     return False
 
 
+@counted
 def part2(ns: dict) -> None:
     task = "Part 2"
     answers, incidents, slo_default = need(ns, task, "answers", "INCIDENTS", "SLO")
@@ -184,6 +187,7 @@ PLAN = ["speculative_decoding", "int4_awq_marlin"]
 PLAN_WORKLOAD = {"concurrency": 1, "gpu_type": "L40S", "draft_model": "draft-160m", "draft_dtype": "int4"}
 
 
+@counted
 def part3(ns: dict) -> None:
     task = "Part 3"
     pitfall = need(ns, task, "pitfall")

@@ -13,6 +13,7 @@ from inferopt import assets
 from inferopt.labcheck import (
     CheckFailed,
     call,
+    counted,
     forbid,
     is_real,
     is_whole,
@@ -55,6 +56,7 @@ def _close(a, b, rel=1e-9) -> bool:
     return is_real(a) and abs(a - b) <= rel * max(1.0, abs(b))
 
 
+@counted
 def task1(ns: dict, n_cases: int = 200, seed=None) -> None:
     task = "Task 1"
     per_token, per_request = need_callable(ns, task, "kv_bytes_per_token", "kv_gb_per_request")
@@ -86,6 +88,7 @@ def task1(ns: dict, n_cases: int = 200, seed=None) -> None:
     passed(f"Task 1 passes: both functions are right on {n_cases} model shapes made up just now")
 
 
+@counted
 def task2(ns: dict, n_cases: int = 300, seed=None) -> None:
     task = "Task 2"
     fit = need_callable(ns, task, "requests_that_fit")
@@ -138,6 +141,7 @@ def task2(ns: dict, n_cases: int = 300, seed=None) -> None:
            "requests_in_520_gb follow from your functions")
 
 
+@counted
 def task3(ns: dict, n_cases: int = 200, seed=None, announce: bool = True) -> None:
     task = "Task 3"
     predict = need_callable(ns, task, "engine_prediction")

@@ -14,6 +14,7 @@ from inferopt.labcheck import (
     NotDone,
     call,
     call_void,
+    counted,
     forbid,
     is_real,
     need,
@@ -70,6 +71,7 @@ PARSE_FORBIDDEN = [("inferopt.bench.experiments", "parse_metrics"), ("inferopt.m
 SLO_FORBIDDEN = [("inferopt.bench.metrics", "SLO.violations"), ("inferopt.bench.metrics", "SLO.summary_meets")]
 
 
+@counted
 def task1(ns: dict, n_cases: int = 200, seed=None) -> None:
     task = "Task 1"
     cpu_flags = need_callable(ns, task, "cpu_flags")
@@ -85,6 +87,7 @@ def task1(ns: dict, n_cases: int = 200, seed=None) -> None:
     passed(f"Task 1 passes: cpu_flags is right on {n_cases} flag lists made up just now")
 
 
+@counted
 def task2(ns: dict, n_cases: int = 200, seed=None) -> None:
     task = "Task 2"
     on_token, live_stats, stamps = need(ns, task, "on_token", "live_stats", "stamps")
@@ -160,6 +163,7 @@ def random_exposition(r):
     return "\n".join(lines) + "\n", names
 
 
+@counted
 def task3(ns: dict, n_cases: int = 40, seed=None) -> None:
     task = "Task 3"
     metric_value = need_callable(ns, task, "metric_value")
@@ -186,6 +190,7 @@ def task3(ns: dict, n_cases: int = 40, seed=None) -> None:
     passed(f"Task 3 passes: metric_value is right on a real /metrics page and {n_cases} made up just now")
 
 
+@counted
 def task4(ns: dict, n_cases: int = 300, seed=None) -> None:
     task = "Task 4"
     slo_verdict = need_callable(ns, task, "slo_verdict")

@@ -12,6 +12,7 @@ from inferopt.labcheck import (
     CheckFailed,
     NotDone,
     call,
+    counted,
     forbid,
     is_real,
     need_callable,
@@ -42,6 +43,7 @@ def random_record(r, concurrency=1):
     return {"output_tokens": n, "ttft_s": ttft, "e2e_s": e2e, "prompt_tokens": 100, "concurrency": concurrency}
 
 
+@counted
 def task1(ns: dict, n_cases: int = 300, seed=None) -> None:
     task = "Task 1"
     percentile, tpot_ms = need_callable(ns, task, "percentile", "tpot_ms")
@@ -91,6 +93,7 @@ def task1(ns: dict, n_cases: int = 300, seed=None) -> None:
     passed(f"Task 1 passes: percentile and tpot_ms are right on {2 * n_cases} cases made up just now, without numpy's percentile")
 
 
+@counted
 def task2(ns: dict, n_cases: int = 200, seed=None) -> None:
     task = "Task 2"
     goodput_rps = need_callable(ns, task, "goodput_rps")
@@ -145,6 +148,7 @@ def random_summaries(r, slo):
     return out
 
 
+@counted
 def task3(ns: dict, n_cases: int = 300, seed=None) -> None:
     task = "Task 3"
     max_concurrency = need_callable(ns, task, "max_concurrency")
@@ -176,6 +180,7 @@ def task3(ns: dict, n_cases: int = 300, seed=None) -> None:
     passed(f"Task 3 passes: max_concurrency is right on {n_cases} sweeps made up just now")
 
 
+@counted
 def task4(ns: dict, n_cases: int = 5, seed=None) -> None:
     task = "Task 4"
     make_figures = need_callable(ns, task, "make_figures")

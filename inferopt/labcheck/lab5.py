@@ -6,6 +6,7 @@ from __future__ import annotations
 from inferopt.labcheck import (
     CheckFailed,
     call,
+    counted,
     forbid,
     is_real,
     need,
@@ -21,6 +22,7 @@ from inferopt.labcheck import _references as _ref
 FORBIDDEN = [("inferopt.planning.capacity", "plan_instances")]
 
 
+@counted
 def task1(ns: dict) -> None:
     from inferopt.monitoring.grading import check_rule_and_test
 
@@ -128,6 +130,7 @@ def random_table(r, output_tokens):
     return rows
 
 
+@counted
 def task2(ns: dict, n_cases: int = 300, seed=None) -> None:
     task = "Task 2"
     in_flight, impossible_rows = need_callable(ns, task, "in_flight", "impossible_rows")
@@ -173,6 +176,7 @@ def task2(ns: dict, n_cases: int = 300, seed=None) -> None:
            "and you trust the table that obeys Little's law")
 
 
+@counted
 def task3(ns: dict, n_cases: int = 300, seed=None) -> None:
     task = "Task 3"
     best_qps, instances_needed = need_callable(ns, task, "best_qps_within_slo", "instances_needed")
@@ -289,6 +293,7 @@ def _readings(spec):
     return [{"gate": g, "pass_if": p, "threshold": t, "value": v} for g, p, t, v in spec]
 
 
+@counted
 def task4(ns: dict, n_cases: int = 400, seed=None) -> None:
     task = "Task 4"
     decide = need_callable(ns, task, "step_decision")
