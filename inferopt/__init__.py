@@ -8,7 +8,9 @@ Importing the package sets plotly's default renderer to the mime-type renderer s
 notebook saved from JupyterLab stores figure JSON (no HTML with random ids) and nbval can
 compare it. It does so without importing plotly where plotly is not loaded yet (plotly reads
 ``PLOTLY_RENDERER`` when it loads): ``plotly.io`` pulls in nbformat and jsonschema, about 0.9 s of
-imports that every command-line call and every kernel that draws nothing would pay.
+imports that every command-line call and every kernel that draws nothing would pay. That renderer
+writes figures at the course's precision (``figure_precision``: float data rounded, no binary arrays), so
+no stored figure depends on the CPU, BLAS or thread count that drew it.
 """
 from __future__ import annotations
 
@@ -20,6 +22,10 @@ RENDERER = "plotly_mimetype"
 
 
 def _set_plotly_renderer() -> None:
+    # stored figures at a stated precision, the same on every CPU (figure_precision: rounded, no float bits)
+    from inferopt import figure_precision
+
+    figure_precision.hook()
     if "plotly.io" in sys.modules:
         sys.modules["plotly.io"].renderers.default = RENDERER
     else:

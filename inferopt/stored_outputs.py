@@ -81,3 +81,72 @@ def stored_figure(notebook: str | Path, pattern: str, what: str) -> tuple[float,
                 break
     raise CourseError(f"{_path(notebook).relative_to(REPO_ROOT)}: its stored outputs do not state {what} "
                       f"(looked for /{pattern}/); re-execute that notebook, or update the pattern if its wording changed")
+
+
+# A number printed with this many significant digits is a float's repr, not a rounded value: a computed
+# float64 prints 15-17 digits, and those last digits are the machine's (figure_precision's docstring).
+LONG_FLOAT_DIGITS = 10
+_NUMBER = re.compile(r"(?<![\w.])-?(\d+\.\d+)(?:[eE][-+]?\d+)?(?![\w.])")
+_IGNORED = ("NBVAL_IGNORE_OUTPUT", "NBVAL_SKIP")
+
+
+def _significant(number: str) -> int:
+    return len(number.replace(".", "").lstrip("0"))
+
+
+def _figure_bits(obj, where: str, found: list[str]) -> None:
+    from inferopt.figure_precision import SIGNIFICANT_DIGITS
+
+    if isinstance(obj, dict):
+        if "bdata" in obj:
+            found.append(f"{where}: a binary array ({obj.get('dtype')} bdata; the course stores plain lists)")
+            return
+        for key, val in obj.items():
+            if not (where.endswith("layout") and key == "template"):   # plotly's own constants
+                _figure_bits(val, f"{where}.{key}", found)
+    elif isinstance(obj, list):
+        for i, val in enumerate(obj):
+            _figure_bits(val, f"{where}[{i}]", found)
+    elif isinstance(obj, float) and _significant(repr(obj).split("e")[0].lstrip("-")) > SIGNIFICANT_DIGITS:
+        found.append(f"{where}: {obj!r} (more than {SIGNIFICANT_DIGITS} significant digits)")
+
+
+def _text_bits(text: str, where: str, found: list[str]) -> None:
+    for m in _NUMBER.finditer(text):
+        if _significant(m.group(1)) >= LONG_FLOAT_DIGITS:
+            found.append(f"{where}: {m.group(0)} (an unrounded float's repr; print it with a format)")
+
+
+def output_machine_bits(output: dict, where: str = "output") -> list[str]:
+    """What in one stored output encodes the machine that computed it: binary float arrays or floats
+    beyond the course's precision in figure/JSON data, long float reprs in text. Empty when clean."""
+    found: list[str] = []
+    for mime, val in output.get("data", {}).items():
+        if mime.startswith("image/"):
+            continue
+        if mime.endswith("json"):
+            _figure_bits(val, f"{where} {mime}", found)
+        else:
+            _text_bits("".join(val) if isinstance(val, list) else str(val), f"{where} {mime}", found)
+    if "text" in output:
+        text = output["text"]
+        _text_bits("".join(text) if isinstance(text, list) else text, f"{where} {output.get('name', 'stream')}", found)
+    return found
+
+
+def machine_bits(notebook: str | Path | dict, compared_only: bool = True) -> list[str]:
+    """Every stored output of ``notebook`` (a path or its JSON) that encodes the machine, one line each.
+
+    ``compared_only``: only the outputs strict nbval compares (cells without ``NBVAL_IGNORE_OUTPUT`` or
+    ``NBVAL_SKIP``); the others hold measurements, which no machine repeats anyway."""
+    nb = notebook if isinstance(notebook, dict) else json.loads(_path(notebook).read_text())
+    found: list[str] = []
+    for i, cell in enumerate(nb.get("cells", [])):
+        if cell.get("cell_type") != "code":
+            continue
+        src = "".join(cell.get("source", ""))
+        if compared_only and any(tag in src for tag in _IGNORED):
+            continue
+        for out in cell.get("outputs", []):
+            found += output_machine_bits(out, f"cell {i}")
+    return found
