@@ -12,7 +12,7 @@ import re
 
 from inferopt import assets
 
-_CODE = re.compile(r"``([^`]+)``|`([^`\n]+)`")
+_CODE = re.compile(r"``([^`]+)``|`([^`]+)`")   # a code span may wrap onto the next line (CommonMark)
 _LINK_TARGET = re.compile(r"\]\(([^)\s]+)\)")
 _MATH = re.compile(r"\$\$.+?\$\$|\$[^$\n]+\$", re.S)
 _FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
@@ -25,7 +25,7 @@ def glossary() -> list[dict]:
 
 
 def _code_spans(text: str) -> list[str]:
-    return [a or b for a, b in _CODE.findall(text)]
+    return [" ".join((a or b).split()) for a, b in _CODE.findall(text)]
 
 
 def _plain(text: str) -> str:
