@@ -159,14 +159,20 @@ class VLLMServer(ManagedProcess):
         engines: GPU engine: how many engines share this GPU (the share is computed when it starts).
         own: start this engine even where ``INFEROPT_ENGINE_URL`` names a shared one of the same shape: the
             baseline of a before/after experiment must be measured on an engine that carries no one else's load.
+        gpu: GPU engine: the GPU the command is for (catalog name or alias, or a compute capability); default:
+            the one this machine's nvidia-smi lists. It picks ``--dtype`` (float16 where the GPU has no
+            bfloat16) and refuses a KV dtype or quantization the GPU cannot run (serving/gpu_flags.py); the
+            start line says what it chose and why.
     """
 
     def __init__(self, model=None, *, max_model_len: int = 2048, kv_cache_gib: float | None = None,
                  dtype: str | None = None, extra_args=(), env=None, port: int | None = None,
                  host: str = "127.0.0.1", startup_timeout: float = 300.0, kind: str | None = None,
                  served_name: str | None = None, quiet: bool = False, cpu_cores=None,
-                 gpu_memory_utilization: float | None = None, engines: int | None = None, own: bool = False):
+                 gpu_memory_utilization: float | None = None, engines: int | None = None, own: bool = False,
+                 gpu=None):
         self.own = bool(own)
+        self.gpu = gpu
         self.kind = kind or engine_kind()
         if self.kind not in ("cpu", "gpu"):
             raise CourseError(f"kind={kind!r}: use 'cpu' or 'gpu'")
@@ -213,6 +219,7 @@ class VLLMServer(ManagedProcess):
         self.gpu_memory_utilization = gpu_memory_utilization
         self.engines = engines
         self.gpu_share = None
+        self._gpu_flags = None
         self.facts = EngineFacts()   # filled from the running engine by start() (serving/engine_facts.py)
         self.startup_seconds: float | None = None
         self._pidfile: Path | None = None
@@ -248,7 +255,10 @@ class VLLMServer(ManagedProcess):
                 "--served-model-name", self.served_name,
                 "--host", self.host, "--port", str(self.port or 0),
                 "--max-model-len", str(self.max_model_len)]
-        if self.dtype:
+        flags = self.gpu_flags() if self.kind == "gpu" else None
+        if flags is not None:
+            args += flags.args()
+        elif self.dtype:
             args += ["--dtype", self.dtype]
         if self.kind == "cpu":
             args += ["--enforce-eager"]
@@ -258,10 +268,41 @@ class VLLMServer(ManagedProcess):
             args += ["--gpu-memory-utilization", f"{self.gpu_memory_utilization:.3f}"]
         return args + self.extra_args
 
+    # ---- GPU generation (serving/gpu_flags.py): the dtype it has, no KV dtype / quantization it cannot run
+    def gpu_flags(self):
+        """The :class:`~inferopt.serving.gpu_flags.GpuFlags` for ``gpu`` (or this machine's GPU), None when no
+        GPU is named and nvidia-smi lists none (the command then leaves the dtype to vLLM). CourseError for
+        a flag the GPU cannot run."""
+        if self.kind != "gpu":
+            return None
+        if self._gpu_flags is None:
+            from inferopt.serving import gpu_flags
+
+            gpu = self.gpu
+            if gpu is None:
+                from inferopt.serving.gpu_install import probe
+
+                here = probe()
+                gpu = here.capability if here.capability is not None else (here.gpus[0] if here.gpus else None)
+            if gpu is None:
+                return None
+            self._gpu_flags = gpu_flags.for_gpu(gpu, self.dtype, self.extra_args)
+        return self._gpu_flags
+
+    def start_line(self) -> str:
+        """What the engine's start says about its configuration (GPU: the dtype chosen and why)."""
+        if self.kind == "cpu":
+            return f"CPU engine: dtype {self.dtype}, --enforce-eager (the course's CPU choice)"
+        flags = self.gpu_flags()
+        if flags is None:
+            return "GPU engine: dtype left to vLLM (no GPU named and nvidia-smi lists none)"
+        return f"GPU engine: {flags.line}"
+
     # ---- GPU memory share (serving/gpu_share.py)
     def _spec_dtype(self) -> tuple[str, str]:
         d = _PLATFORM.defaults(self.kind)
-        dtype = self.dtype if self.dtype not in (None, "auto") else d.dtype
+        flags = self._gpu_flags if self.kind == "gpu" else None
+        dtype = flags.dtype if flags else (self.dtype if self.dtype not in (None, "auto") else d.dtype)
         return (_PLATFORM.CPU.weight_format if dtype == _PLATFORM.CPU.dtype else _PLATFORM.GPU.weight_format), dtype
 
     @property
@@ -295,6 +336,10 @@ class VLLMServer(ManagedProcess):
             return self
         require_engine(self.kind)
         sweep_stale_servers()
+        if self.kind == "gpu":
+            self.gpu_flags()                 # refuses a flag this GPU cannot run before anything starts
+            if not self.quiet:
+                print(self.start_line(), flush=True)
         self.assign_gpu_share()
         if self.requested_port is not None:
             if not port_is_free(self.requested_port, self.host):

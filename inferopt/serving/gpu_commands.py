@@ -6,7 +6,7 @@
 - :func:`technique_flags` lists the flags the knowledge base and the decision tree add
   (``techniques.yaml`` enable/disable flags; the sized actions' flags);
 - :func:`gpu_command` is ``VLLMServer(kind='gpu', **kw).command()`` with a memory share, without the
-  ``python -m`` prefix: what vLLM's parser reads;
+  ``python -m`` prefix: what vLLM's parser reads; with ``gpu=`` (a catalog GPU) it carries that GPU's dtype;
 - :func:`cpu_leaks` names what must never reach a GPU engine: ``--enforce-eager`` (the CPU engine's
   eager mode: CUDA graphs are the GPU's speed), ``--dtype float32`` (the CPU engine's dtype), and
   ``VLLM_CPU_*`` environment variables.
@@ -105,11 +105,15 @@ def technique_flags() -> list[tuple[str, list[str]]]:
     return out
 
 
-def gpu_command(kw: dict, model: str | None = None, utilization: float = 0.3) -> list[str]:
-    """The vLLM arguments a GPU engine with these keyword arguments runs with (a share already given)."""
+def gpu_command(kw: dict, model: str | None = None, utilization: float = 0.3, gpu=None) -> list[str]:
+    """The vLLM arguments a GPU engine with these keyword arguments runs with (a share already given).
+    ``gpu``: the GPU the command is for (catalog name or compute capability): it sets ``--dtype`` and refuses
+    a KV dtype or quantization that GPU cannot run (serving/gpu_flags.py); None: this machine's GPU, if any."""
     from inferopt.serving.engine import SERVER_MODULE, VLLMServer
 
     kw = {"gpu_memory_utilization": utilization, **kw}
+    if gpu is not None:
+        kw["gpu"] = gpu
     srv = VLLMServer(model, kind="gpu", **kw)
     cmd = srv.command()
     return cmd[cmd.index(SERVER_MODULE) + 1:]

@@ -170,9 +170,9 @@ def driver_cuda_major(driver: str) -> int | None:
 
 def _floor():
     """(lowest compute capability vLLM 0.32 runs on, citation) from assets/hardware_rules.yaml."""
-    from inferopt.planning import hardware
+    from inferopt.serving import gpu_flags
 
-    return hardware.min_capability(FLOOR_RULE), hardware.cite(FLOOR_RULE)
+    return float(gpu_flags.rule(FLOOR_RULE)["min_capability"]), gpu_flags.cite(FLOOR_RULE)
 
 
 def _capability(m: Machine) -> tuple[float | None, str]:

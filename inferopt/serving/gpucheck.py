@@ -226,9 +226,10 @@ def part1_plan() -> dict:
     def argv(srv):
         c = srv.command()
         return c[c.index(SERVER_MODULE) + 1:]
-    return {"explicit_kv": argv(VLLMServer(kind="gpu", kv_cache_gib=1.0,
+    return {"explicit_kv": argv(VLLMServer(kind="gpu", kv_cache_gib=1.0, gpu="H100-SXM-80GB",
                                            gpu_memory_utilization=one.gpu_memory_utilization)),
             "cluster_06b": [argv(VLLMServer(kind="gpu", kv_cache_gib=0.5, extra_args=["--enable-scale-out"],
+                                            gpu="H100-SXM-80GB",
                                             gpu_memory_utilization=three.gpu_memory_utilization))] * 3,
             "share_06b": three.as_dict(), "notebook": "chapters/05b-load-test.ipynb",
             "note": "shares for an empty H100-SXM-80GB from the catalog; the real run computes them from free memory"}

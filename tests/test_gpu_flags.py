@@ -1,0 +1,91 @@
+"""The GPU engine's flags per GPU generation (serving/gpu_flags.py), through the path the chapters' GPU commands
+take (VLLMServer(kind='gpu', gpu=...).command(), gpu_commands.gpu_command) and parsed by vLLM 0.32's own parser:
+a T4 command never has bfloat16 or an FP8 KV cache; the start line says what was chosen and why."""
+import copy
+
+import pytest
+
+from inferopt.errors import CourseError
+from inferopt.planning import hardware
+from inferopt.serving import gpu_commands as G
+from inferopt.serving import gpu_flags
+from inferopt.serving.engine import VLLMServer
+
+BF16_GPUS = ["L4", "A10", "A100-SXM-80GB", "H100-SXM-80GB", "H200", "B200"]
+FP8_KV = [(t, f) for t, f in G.technique_flags() if "--kv-cache-dtype" in f and any(x.startswith("fp8") for x in f)]
+
+
+@pytest.fixture(scope="module")
+def parser():
+    p, validate = G.vllm_parser()
+
+    def parse(argv):
+        args = p.parse_args(argv)
+        validate(args)
+        return args
+    return parse
+
+
+def _value(argv, flag):
+    return argv[argv.index(flag) + 1] if flag in argv else None
+
+
+@pytest.mark.parametrize("where,kw", G.notebook_configurations(), ids=lambda x: x if isinstance(x, str) else "")
+def test_every_notebook_engine_on_a_t4_runs_float16(parser, where, kw):
+    kw = {k: v for k, v in kw.items() if k != "dtype"}       # the CPU labs type float32: the GPU picks its own
+    argv = G.gpu_command(kw, gpu="T4")
+    assert _value(argv, "--dtype") == "float16" and "bfloat16" not in argv, where
+    assert not (_value(argv, "--kv-cache-dtype") or "").startswith("fp8"), where
+    assert parser(argv).dtype == "float16"
+    for gpu in BF16_GPUS:
+        assert _value(G.gpu_command(kw, gpu=gpu), "--dtype") == "bfloat16", (where, gpu)
+
+
+def test_an_fp8_kv_cache_is_refused_for_a_t4_and_kept_where_it_runs(parser):
+    assert FP8_KV, "techniques.yaml names an FP8 KV cache flag"
+    for tech, flags in FP8_KV:
+        with pytest.raises(CourseError, match="--kv-cache-dtype") as e:
+            G.gpu_command({"extra_args": flags}, gpu="T4")
+        assert "\n" not in str(e.value) and "T4" in str(e.value), tech
+        argv = G.gpu_command({"extra_args": flags}, gpu="H100-SXM-80GB")
+        assert _value(argv, "--kv-cache-dtype").startswith("fp8") and parser(argv).dtype == "bfloat16"
+
+
+def test_quantization_follows_the_table():
+    # FP8 weights on a T4 run weight-only (FP8 Marlin from the table's fp8_w8a16 rule); Marlin INT4 too
+    for q in (["--quantization", "fp8"], ["--quantization", "awq_marlin"]):
+        assert _value(G.gpu_command({"extra_args": q}, gpu="T4"), "--quantization") == q[1]
+    with pytest.raises(CourseError, match="awq_marlin"):
+        gpu_flags.for_gpu("V100", extra_args=["--quantization", "awq_marlin"])
+
+
+def test_an_explicit_dtype_is_kept_or_refused():
+    assert VLLMServer(kind="gpu", gpu="T4", dtype="half").gpu_flags().dtype == "float16"
+    assert VLLMServer(kind="gpu", gpu="H100", dtype="float16").gpu_flags().dtype == "float16"
+    with pytest.raises(CourseError, match="bfloat16 on T4") as e:
+        VLLMServer(kind="gpu", gpu="T4", dtype="bfloat16").command()
+    assert "dtype='float16'" in str(e.value) and "\n" not in str(e.value)
+    for bad in ("CPU", "GTX-1080", None.__class__.__name__):
+        with pytest.raises(CourseError):
+            gpu_flags.for_gpu(bad)
+
+
+def test_the_start_line_says_what_and_why():
+    t4 = VLLMServer(kind="gpu", gpu="T4").start_line()
+    assert "T4" in t4 and "float16" in t4 and "no bfloat16" in t4 and "\n" not in t4
+    h100 = VLLMServer(kind="gpu", gpu="H100").start_line()
+    assert "bfloat16" in h100 and "has it" in h100
+    reasons = gpu_flags.for_gpu("T4").reasons
+    assert any("vllm/" in r for r in reasons)                     # the vLLM source the rule was read from
+    assert VLLMServer(kind="cpu").start_line().startswith("CPU engine: dtype float32")
+
+
+def test_the_choice_comes_from_the_hardware_table(monkeypatch):
+    """A wrong table gives other answers: the flags are read from assets/hardware_rules.yaml, not typed here."""
+    t = copy.deepcopy(hardware.table())
+    for section in t.values():
+        if isinstance(section, dict) and "bf16_dtype" in section:
+            section["bf16_dtype"]["min_capability"] = 7.0
+    monkeypatch.setattr(hardware, "table", lambda: t)
+    assert gpu_flags.for_gpu("T4").dtype == "bfloat16"            # what the test above would catch
+    assert _value(G.gpu_command({}, gpu=7.5), "--dtype") == "bfloat16"
