@@ -44,6 +44,7 @@ class Prediction:
     ttft_ms: float
     ttft_p95_ms: float
     tpot_ms: float
+    tpot_p50_ms: float
     tpot_p95_ms: float
     itl_ms: float
     e2e_ms: float
@@ -138,7 +139,8 @@ def predict(model, gpu: str, *, input_tokens: int, output_tokens: int, concurren
             enable_chunked_prefill: bool = True, prefix_hit_fraction: float = 0.0, enforce_eager: bool = False,
             gpu_memory_utilization: float = memory.DEFAULT_GPU_MEMORY_UTILIZATION, max_model_len: int | None = None,
             kv_cache_memory_bytes: int | None = None, api_server_count: int = 1, num_requests: int | None = None,
-            profile: P.Profile | None = None, roof: R.Roof | None = None, seed: int = 0) -> Prediction:
+            profile: P.Profile | None = None, roof: R.Roof | None = None, seed: int = 0,
+            lengths: list | None = None, num_scheduler_steps: int = 1) -> Prediction:
     """The model's prediction for one operating point (see the module docstring)."""
     spec = load_spec(model)
     on_cpu = str(gpu).lower() == "cpu"
@@ -159,6 +161,7 @@ def predict(model, gpu: str, *, input_tokens: int, output_tokens: int, concurren
     _num("max_num_seqs", max_num_seqs, whole=True, lo=1)
     _num("max_num_batched_tokens", max_num_batched_tokens, whole=True, lo=1)
     _num("max_model_len", max_model_len, whole=True, lo=1)
+    _num("num_scheduler_steps", num_scheduler_steps, whole=True, lo=1)
     if (concurrency is None) == (request_rate is None):
         raise CourseError("give either --concurrency (closed loop) or --request-rate (open loop), not both")
     prof = profile or P.profile("cpu" if on_cpu else "gpu")
@@ -189,24 +192,43 @@ def predict(model, gpu: str, *, input_tokens: int, output_tokens: int, concurren
                           float(prefix_hit_fraction), int(api_server_count))
     per_conc = None if concurrency is None else max(1, math.ceil(concurrency / replicas))
     per_rate = None if request_rate is None else request_rate / replicas
-    n = num_requests or (max(4 * per_conc, 40) if per_conc else int(min(2000, max(100, per_rate * 20))))
-    wl = Workload(int(input_tokens), int(output_tokens), per_conc, per_rate, int(n), seed)
+    n = num_requests or (max(4 * per_conc, 40) if per_conc else int(min(3000, max(100, per_rate * 30))))
+    wl = Workload(int(input_tokens), int(output_tokens), per_conc, per_rate, int(n), seed,
+                  [tuple(x) for x in lengths] if lengths else None)
     res = simulate(engine, cfg, wl)
     T = res.duration_s or 1.0
-    thr = res.output_tokens / T
-    req_thr = res.completed / T
-    saturated = per_rate is not None and req_thr < 0.95 * per_rate and res.time_waiting / T > 1.0
+    thr, req_thr, saturated = res.output_tokens / T, res.completed / T, False
+    if per_rate is not None:
+        # open loop: conservation gives the throughput unless the queue grows (then the engine's own rate,
+        # read from the completions of the run's second half)
+        fin = sorted(res.finishes, key=lambda x: x[0])
+        k = max(1, len(fin) // 5)
+        first, last = _mean([f - a for a, f, _ in fin[:k]]), _mean([f - a for a, f, _ in fin[-k:]])
+        by_end = sorted(res.finishes, key=lambda x: x[1])
+        half = by_end[len(by_end) // 2:]
+        span = (half[-1][1] - half[0][1]) or 1.0
+        engine_rps = (len(half) - 1) / span
+        saturated = engine_rps < 0.9 * per_rate or last > 1.5 * first + 0.5
+        if saturated:
+            req_thr, thr = engine_rps, sum(o for _, _, o in half[1:]) / span
+        else:
+            req_thr = per_rate
+            thr = per_rate * _mean([o for _, _, o in res.finishes])
     limit, why = _limit(res, cfg, saturated)
     fe = prof.frontend_per_request_ms * 1e-3
-    ttft = [t + fe for t in res.ttft_s]
     itl_n = sum(k for _, k in res.itl_weighted)
     itl = sum(dt * k for dt, k in res.itl_weighted) / itl_n if itl_n else float("nan")
+    # multi-step scheduling (vLLM 0.6's --num-scheduler-steps k): tokens reach the client k at a time, so the
+    # first one waits for the k-1 steps after the prefill and the gaps between chunks are k steps
+    multi = (num_scheduler_steps - 1) * (itl if itl_n else 0.0)
+    ttft = [t + fe + multi for t in res.ttft_s]
+    itl *= num_scheduler_steps
     total_k = sum(res.kernel_time.values()) or 1.0
     e2e = _mean(res.e2e_s) + fe
     band = {m: {"median_rel": e["median"], "worst_rel": e["worst"], "n_runs": e["n"]} for m, e in prof.error.items()}
     return Prediction(
         ttft_ms=_mean(ttft) * 1e3, ttft_p95_ms=_pct(ttft, 0.95) * 1e3, tpot_ms=_mean(res.tpot_s) * 1e3,
-        tpot_p95_ms=_pct(res.tpot_s, 0.95) * 1e3, itl_ms=itl * 1e3, e2e_ms=e2e * 1e3,
+        tpot_p50_ms=_pct(res.tpot_s, 0.5) * 1e3, tpot_p95_ms=_pct(res.tpot_s, 0.95) * 1e3, itl_ms=itl * 1e3, e2e_ms=e2e * 1e3,
         throughput_tok_s=thr * replicas, request_throughput_rps=req_thr * replicas,
         queue_len=res.time_waiting / T, running=res.time_running / T, kv_usage=res.time_kv / T,
         kv_usage_max=res.kv_max, preemptions=res.preemptions, binding_limit=limit, why=why, saturated=saturated,

@@ -28,6 +28,7 @@ from inferopt.performance.frontend import frontend_time
 from inferopt.performance.steptime import Engine
 
 MAX_STEPS = 400_000
+CTX_BUCKET = 32        # steps whose mean contexts differ by less than this share one roofline evaluation
 
 
 @dataclass
@@ -49,6 +50,7 @@ class Workload:
     request_rate: float | None = None
     num_requests: int = 200
     seed: int = 0
+    lengths: list | None = None        # per-request (prompt, output) tokens, cycled; overrides the two means
 
 
 @dataclass
@@ -86,6 +88,7 @@ class SimResult:
     frontend_paced_s: float = 0.0
     max_running: int = 0
     arrival_span_s: float = 0.0
+    finishes: list = field(default_factory=list)         # (arrival, finish, output tokens) per completed request
 
 
 def _check(cfg: SchedulerConfig, wl: Workload) -> None:
@@ -106,6 +109,9 @@ def _check(cfg: SchedulerConfig, wl: Workload) -> None:
     if wl.request_rate is not None and not (isinstance(wl.request_rate, (int, float)) and
                                             math.isfinite(wl.request_rate) and wl.request_rate > 0):
         raise CourseError(f"request_rate={wl.request_rate!r}: give a finite number of requests per second > 0")
+    for pair in wl.lengths or []:
+        if len(pair) != 2 or not all(isinstance(x, int) and x >= 1 for x in pair):
+            raise CourseError(f"lengths entry {pair!r}: give (prompt tokens, output tokens), whole numbers >= 1")
     if not cfg.enable_chunked_prefill and wl.input_tokens > cfg.max_num_batched_tokens:
         raise CourseError(f"a {wl.input_tokens}-token prompt does not fit the token budget "
                           f"{cfg.max_num_batched_tokens} without chunked prefill: vLLM refuses such a "
@@ -129,6 +135,7 @@ def simulate(engine: Engine, cfg: SchedulerConfig, wl: Workload) -> SimResult:
             t += rng.expovariate(wl.request_rate)
             arrivals.append(t)
     res = SimResult()
+    step_cache: dict = {}
     next_id = 0
     waiting: list[_Req] = []           # FIFO; preempted requests go back to the front
     prefilling: list[_Req] = []        # admitted, prompt not done (chunked)
@@ -143,7 +150,12 @@ def simulate(engine: Engine, cfg: SchedulerConfig, wl: Workload) -> SimResult:
 
     def spawn(at: float) -> None:
         nonlocal next_id, issued
-        waiting.append(_Req(next_id, at, wl.input_tokens - hit, hit, wl.output_tokens))
+        if wl.lengths:
+            i, o = wl.lengths[next_id % len(wl.lengths)]
+            h = min(hit, (i - 1) // cfg.block_size * cfg.block_size)
+            waiting.append(_Req(next_id, at, i - h, h, o))
+        else:
+            waiting.append(_Req(next_id, at, wl.input_tokens - hit, hit, wl.output_tokens))
         next_id += 1
         issued += 1
 
@@ -220,7 +232,11 @@ def simulate(engine: Engine, cfg: SchedulerConfig, wl: Workload) -> SimResult:
         p_tokens = sum(n for _, n in chunks)
         p_ctx = (sum(r.cached + r.done_prefill for r, _ in chunks) / len(chunks)) if chunks else 0.0
         finishing_prefill = [r for r, n in chunks if r.done_prefill + n >= r.prompt + r.recompute]
-        sr = engine.step(n_dec, dec_ctx_sum / n_dec if n_dec else 0.0, p_tokens, p_ctx, len(chunks))
+        ctx_mean = dec_ctx_sum / n_dec if n_dec else 0.0
+        key = (n_dec, int(ctx_mean) // CTX_BUCKET, p_tokens, int(p_ctx) // CTX_BUCKET, len(chunks))
+        sr = step_cache.get(key)
+        if sr is None:
+            sr = step_cache[key] = engine.step(n_dec, ctx_mean, p_tokens, p_ctx, len(chunks))
         t_engine = sr.time_s * engine.pp
         t_front = frontend_time(engine.profile, n_dec + len(finishing_prefill), admitted, cfg.api_server_count)
         dt = max(t_engine, t_front)
@@ -289,6 +305,7 @@ def simulate(engine: Engine, cfg: SchedulerConfig, wl: Workload) -> SimResult:
 
 
 def _finish(r: _Req, now: float, res: SimResult, wl: Workload, times: list) -> None:
+    res.finishes.append((r.arrival, now, r.output))
     res.completed += 1
     res.output_tokens += r.output
     res.ttft_s.append(r.first_time - r.arrival)
