@@ -18,6 +18,7 @@ _MATH = re.compile(r"\$\$.+?\$\$|\$[^$\n]+\$", re.S)
 _FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_MARKER = re.compile(r"^[ \t]*(?:<!--\s*)?(?:BEGIN|END) SOLUTION(?:\s*-->)?[ \t]*$", re.M)   # make labs' markers
 
 def glossary() -> list[dict]:
     """The glossary's terms: {'en': [English forms], 'zh': [Chinese forms, the preferred first]}."""
@@ -41,10 +42,11 @@ def _numbers(text: str) -> set[str]:
 
 
 def features(text: str) -> dict[str, set[str]]:
-    """What a translation must keep: numbers, inline code, flags, link targets, math."""
+    """What a translation must keep: numbers, inline code, flags, link targets, math, the labs' solution markers."""
     return {"numbers": _numbers(text), "code": set(_code_spans(text)),
             "flags": set(_FLAG.findall(_plain(text))), "links": set(_LINK_TARGET.findall(text)),
-            "math": set(_MATH.findall(_CODE.sub(" ", text)))}
+            "math": set(_MATH.findall(_CODE.sub(" ", text))),
+            "lab markers": {m.strip() for m in _MARKER.findall(text)}}
 
 
 def preservation_problems(english: str, chinese: str) -> list[str]:
