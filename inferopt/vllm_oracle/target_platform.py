@@ -1,0 +1,169 @@
+"""vLLM's device questions answered with a catalog GPU (assets/gpus.yaml): the ONE place the oracle
+pretends to be on a GPU.
+
+vLLM asks its platform object (``vllm.platforms.current_platform``) what the device is: the platform
+type (``is_cuda()``), the compute capability (``get_device_capability``), the name (the A100
+exception of ``get_batch_defaults``), the total memory, the device count and whether the GPUs are
+fully connected. Every vLLM module binds that object when it is imported, so the target is installed
+once per process, before the first import of a vLLM module that reads it (:func:`install`), and
+switched between catalog GPUs by changing what the one object answers (:func:`use`).
+
+The CPU build lacks the CUDA extensions that ``vllm/platforms/cuda.py`` and a few quantization modules
+import or query at import time. They are replaced here by stubs (:data:`STUBS`): a stub module that
+holds no kernel, and kernel-support queries of the compiled CUDA code answered "no". A stub that is
+CALLED means the oracle reached code that needs the GPU; the call raises :class:`NeedsDevice` and the
+verdict says which check could not run.
+
+What the oracle therefore cannot check on a CPU (:data:`NOT_RUN`, printed with each report):
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+import types
+
+from inferopt.planning import gpu_catalog
+
+GiB = 1 << 30
+
+
+class NeedsDevice(RuntimeError):
+    """vLLM reached code that needs the real GPU (a CUDA kernel or a device query we do not answer)."""
+
+
+# The checks vLLM makes that need the device itself, with why the oracle cannot run them on a CPU.
+NOT_RUN = {
+    "free_memory_at_start": "the start-up check that gpu_memory_utilization x total memory is free "
+                            "(vllm/v1/worker/utils.py request_memory, run by the GPU worker on the real device): "
+                            "the course's memory calculator answers it instead",
+    "kv_cache_fits": "the KV-cache size check after profiling a forward pass (vllm/v1/core/kv_cache_utils.py "
+                     "check_enough_kv_cache_memory): needs the weights loaded on the device; the calculator and "
+                     "kv_specs.py size it from vLLM's own page sizes",
+    "cuda_kernel_queries": "the compiled CUDA code's own support queries (torch.ops._C.cutlass_scaled_mm_supports_fp8, "
+                           "..._block_fp8, cutlass_group_gemm_supported): they pick a kernel at load time; answered "
+                           "'no' here, so the oracle never claims a CUTLASS kernel",
+    "attention_kernels": "importing the FlashAttention / FlashInfer extensions (vllm_flash_attn); their Python "
+                         "class methods (supports_compute_capability, supported_kv_cache_dtypes) and constructor "
+                         "checks run, the kernels do not",
+    "nccl_and_p2p": "NCCL, custom all-reduce and P2P probes between real GPUs (multi-GPU start-up)",
+    "weights": "loading the checkpoint's weights (the model folder holds only config.json)",
+}
+
+_STUB_MODULES = ("vllm._C_stable_libtorch", "vllm._moe_C_stable_libtorch", "vllm.vllm_flash_attn")
+# vllm/_custom_ops.py functions that call the compiled CUDA library to ask what it supports
+_KERNEL_QUERIES = ("cutlass_scaled_mm_supports_fp8", "cutlass_scaled_mm_supports_block_fp8",
+                   "cutlass_group_gemm_supported", "cutlass_scaled_mm_supports_fp4")
+STUBS = {"modules": _STUB_MODULES, "kernel_queries_answered_no": _KERNEL_QUERIES}
+
+_state = {"installed": None, "target": None}
+
+
+def _needs_device(what: str):
+    def f(*args, **kwargs):
+        raise NeedsDevice(f"{what} needs the CUDA kernels, which this CPU build does not have")
+    return f
+
+
+def _stub_module(name: str) -> types.ModuleType:
+    mod = types.ModuleType(name)
+    mod.__doc__ = "inferopt.vllm_oracle stub: the CUDA extension is not in the CPU build"
+
+    def attr(a: str):
+        if a.startswith("__"):
+            raise AttributeError(a)
+        return _needs_device(f"{name}.{a}")
+
+    mod.__getattr__ = attr
+    return mod
+
+
+def _target_class():
+    from vllm.platforms.cuda import CudaPlatformBase
+    from vllm.platforms.interface import DeviceCapability
+
+    class TargetGpuPlatform(CudaPlatformBase):
+        """vLLM's CUDA platform, answering its device questions from the catalog GPU set by :func:`use`."""
+
+        @classmethod
+        def _gpu(cls) -> dict:
+            if _state["target"] is None:
+                raise NeedsDevice("no target GPU set: call target_platform.use(gpu) first")
+            return _state["target"]
+
+        @classmethod
+        def get_device_capability(cls, device_id: int = 0):
+            major, minor = cls._gpu()["capability"]
+            return DeviceCapability(major=major, minor=minor)
+
+        @classmethod
+        def get_device_name(cls, device_id: int = 0) -> str:
+            return cls._gpu()["name"]
+
+        @classmethod
+        def get_device_total_memory(cls, device_id: int = 0) -> int:
+            return cls._gpu()["total_memory"]
+
+        @classmethod
+        def device_count(cls) -> int:
+            return cls._gpu()["count"]
+
+        @classmethod
+        def is_fully_connected(cls, device_ids) -> bool:
+            return True
+
+        @classmethod
+        def get_device_uuid(cls, device_id: int = 0) -> str:
+            return f"GPU-oracle-{device_id}"
+
+    return TargetGpuPlatform
+
+
+def install(kind: str = "cuda") -> str:
+    """Set vLLM's platform for this process: "cuda" (a catalog GPU, see :func:`use`) or "cpu" (vLLM's
+    own CPU platform, as detected). Call before importing any other vLLM module; idempotent."""
+    if _state["installed"] is not None:
+        if _state["installed"] != kind:
+            raise RuntimeError(f"this process runs vLLM as {_state['installed']}; start another for {kind}")
+        return kind
+    if kind == "cuda":
+        for name in _STUB_MODULES:
+            sys.modules.setdefault(name, _stub_module(name))
+        import vllm.platforms as platforms
+
+        platforms.current_platform = _target_class()()
+        import vllm._custom_ops as ops
+
+        for q in _KERNEL_QUERIES:
+            setattr(ops, q, lambda *a, **k: False)
+    elif kind == "cpu":
+        from vllm.platforms import current_platform
+
+        if not current_platform.is_cpu():
+            raise RuntimeError(f"vLLM detected {type(current_platform).__name__}, not its CPU platform")
+    else:
+        raise ValueError(f"kind {kind!r}: use 'cuda' or 'cpu'")
+    _state["installed"] = kind
+    return kind
+
+
+def gpu_facts(gpu: str, count: int = 8) -> dict:
+    """What the target platform answers for a catalog GPU: capability, vLLM-style name, total memory
+    (cuda_total_gib where the catalog has it, else nvidia-smi's MiB), device count."""
+    gid = gpu_catalog.resolve(gpu, "gpu")
+    g = gpu_catalog.catalog()[gid]
+    cc = round(float(g["compute_capability"]) * 10)
+    total = int(g["cuda_total_gib"] * GiB) if g.get("cuda_total_gib") else int(g["memory_mib_reported"]) << 20
+    return {"id": gid, "capability": (cc // 10, cc % 10), "name": g["name"], "total_memory": total, "count": count}
+
+
+@contextlib.contextmanager
+def use(gpu: str, count: int = 8):
+    """Within the block vLLM's platform is the catalog GPU ``gpu`` (``count`` of them in the node)."""
+    if _state["installed"] != "cuda":
+        raise RuntimeError("target_platform.install('cuda') first")
+    prev = _state["target"]
+    _state["target"] = gpu_facts(gpu, count)
+    try:
+        yield _state["target"]
+    finally:
+        _state["target"] = prev
