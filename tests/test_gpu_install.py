@@ -167,7 +167,9 @@ def test_nvidia_smi_parsers():
     assert parse_cuda_line(header) == "12.4" and parse_cuda_line("no header") is None
     # compute_cap [N/A] (an old driver): the catalog names the GPU's capability
     plan = choose(machine_from("Tesla T4, 550.54.15, [N/A]", header, "3.12"))
-    assert plan.build == "cu129" and "the GPU catalog" in plan.message
+    assert plan.build == "cu129" and "compute capability 7.5 (the GPU catalog" in plan.message
+    unknown = choose(machine_from("NVIDIA RTX PRO 6000 Blackwell, 580.159.04, [N/A]", "CUDA Version: 13.0", "3.12"))
+    assert unknown.build == "cu130" and "compute capability unknown" in unknown.message
     assert machine_from("", "", "3.12").driver is None
     assert "INFEROPT_ENGINE=cpu" in choose(machine_from("", "", "3.12")).message
 

@@ -55,12 +55,30 @@ class GpuFlags:
         return ["--dtype", self.dtype]
 
 
+def catalog_id(name: str) -> str | None:
+    """The GPU catalog id for a name as nvidia-smi prints it ('Tesla T4', 'NVIDIA H100 80GB HBM3',
+    'NVIDIA A100-SXM4-80GB') or as a learner types it ('T4', 'H100'); None when the catalog has no such GPU."""
+    from inferopt.planning import gpu_catalog
+
+    rest = str(name).strip()
+    for prefix in ("NVIDIA ", "Tesla "):
+        rest = rest.removeprefix(prefix)
+    first = rest.split()[0] if rest.split() else rest
+    for cand in (str(name).strip(), rest, first, first.split("-")[0]):
+        try:
+            return gpu_catalog.resolve(cand)
+        except CourseError:
+            continue
+    return None
+
+
 def _capability(gpu) -> tuple[str, float]:
     from inferopt.planning import hardware
 
     if isinstance(gpu, (int, float)) and not isinstance(gpu, bool):
-        return f"compute capability {float(gpu)}", float(gpu)
-    cap = hardware.capability(str(gpu))
+        return "this GPU", float(gpu)
+    gid = catalog_id(str(gpu))
+    cap = hardware.capability(gid) if gid else None
     if cap is None or cap == 0.0:
         raise CourseError(f"gpu={gpu!r}: give a CUDA GPU of the catalog (T4, L4, A100, H100, ...) or its compute "
                           "capability, e.g. 7.5")

@@ -179,13 +179,14 @@ def _capability(m: Machine) -> tuple[float | None, str]:
     if m.capability is not None:
         return float(m.capability), "nvidia-smi compute_cap"
     from inferopt.planning import hardware
+    from inferopt.serving.gpu_flags import catalog_id
 
     caps = []
     for name in m.gpus:
-        try:
-            caps.append(hardware.capability(name))
-        except CourseError:
+        gid = catalog_id(name)
+        if gid is None:
             return None, f"{name!r} is not in the GPU catalog and nvidia-smi gave no compute_cap"
+        caps.append(hardware.capability(gid))
     return (min(caps), "the GPU catalog (assets/gpus.yaml)") if caps else (None, "no GPU named")
 
 
