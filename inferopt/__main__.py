@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "inferopt.planning.memory",       # memory
     "inferopt.planning.planner",      # plan
     "inferopt.planning.capacity",     # capacity
+    "inferopt.performance.predict",   # predict
     "inferopt.monitoring.alerts",     # alerts
     "inferopt.monitoring.dashboard",  # dashboard
     "inferopt.diagnosis.cli",         # diagnose

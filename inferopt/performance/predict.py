@@ -226,6 +226,9 @@ def predict(model, gpu: str, *, input_tokens: int, output_tokens: int, concurren
     total_k = sum(res.kernel_time.values()) or 1.0
     e2e = _mean(res.e2e_s) + fe
     band = {m: {"median_rel": e["median"], "worst_rel": e["worst"], "n_runs": e["n"]} for m, e in prof.error.items()}
+    band["measured_on"] = prof.fitted_on + (
+        "; the public GPU runs are bursts of at most 10 requests: small-batch decode is checked, large prefill-heavy "
+        "batches (compute efficiency, all-reduce of many tokens) are not" if not on_cpu else "")
     return Prediction(
         ttft_ms=_mean(ttft) * 1e3, ttft_p95_ms=_pct(ttft, 0.95) * 1e3, tpot_ms=_mean(res.tpot_s) * 1e3,
         tpot_p50_ms=_pct(res.tpot_s, 0.5) * 1e3, tpot_p95_ms=_pct(res.tpot_s, 0.95) * 1e3, itl_ms=itl * 1e3, e2e_ms=e2e * 1e3,
@@ -288,7 +291,7 @@ def _cli(args: argparse.Namespace) -> int:
     print(f"binding limit: {pr.binding_limit}: {pr.why}")
     print(f"queue {pr.queue_len:.1f} waiting, {pr.running:.1f} running (max-num-seqs {pr.max_num_seqs}), "
           f"KV {pr.kv_usage:.0%} used (max {pr.kv_usage_max:.0%}), {pr.preemptions} preemptions")
-    if band:
+    if band.get("median_rel") is not None:
         print(f"error band (calibration, runs not fitted): TPOT median {band['median_rel']:.0%}, "
               f"worst {band['worst_rel']:.0%} over {band['n_runs']} runs")
     return 0
