@@ -20,6 +20,7 @@ def test_dry_run_writes_both_records(tmp_path):
     assert len(plan["cluster_06b"]) == 3 and plan["share_06b"]["engines"] == 3
     for argv in [plan["explicit_kv"], *plan["cluster_06b"]]:
         assert "--gpu-memory-utilization" in argv and not cpu_leaks(argv)
+        assert argv[argv.index("--dtype") + 1] == "bfloat16"          # the plan is for an H100 (serving/gpu_flags.py)
     share = float(plan["cluster_06b"][0][plan["cluster_06b"][0].index("--gpu-memory-utilization") + 1])
     assert 3 * share <= 1 and share == plan["share_06b"]["gpu_memory_utilization"]
     r = p2["result"]

@@ -159,3 +159,20 @@ def first_cell(dry_run: bool = False, course_dir: str | None = None) -> HostedPl
             if subprocess.run(c, shell=True).returncode != 0:
                 raise CourseError(f"the first cell's step failed: {c} (its output is above)")
     return p
+
+
+def start_engine(plan: HostedPlan, model: str | None = None):
+    """Start the planned engine here (a hosted GPU runtime, after :func:`first_cell`): the GPU's dtype and the
+    plan's explicit memory share. Returns the running server; stop it with ``.stop()``."""
+    from inferopt.serving.engine import VLLMServer
+
+    if not plan.ok or plan.share_utilization is None:
+        raise CourseError(f"nothing to start: {plan.note}")
+    answers = here()
+    if answers is None:
+        raise CourseError("start_engine runs on a hosted GPU runtime (Colab, Kaggle); elsewhere use VLLMServer")
+    m = gpu_install.machine_from(answers["query"], "", answers["python"])
+    from inferopt.serving.gpu_flags import catalog_id
+
+    return VLLMServer(model, kind="gpu", gpu=catalog_id(m.gpus[0]) or m.capability, kv_cache_gib=KV_CACHE_GIB,
+                      gpu_memory_utilization=plan.share_utilization).start()
