@@ -75,7 +75,7 @@ DROP = re.compile(
     r"\bx86(?:[-_]64)?\b|\b\d+(?:\.\d+)?[BMKT]\b|(?<=\()(?:19|20)\d\d\b|\b(?:19|20)\d\d(?=\))", re.S | re.I | re.M)
 ORIGINAL_QUOTE = re.compile(r"The original says:.*?(?=What is true|\Z)|^>\s*\*\*The original.*?(?=\n(?!>)|\Z)",
                             re.S | re.I | re.M)
-REFERENCE = re.compile(r"\b(?:chapter\s+)?(0\d[b]?|[1-8]b)\b|\blab\s*(\d)\b", re.I)
+REFERENCE = re.compile(r"\bchapter\s+(\d{1,2}b?)\b|\b(0\d[b]?|[1-8]b)\b|\blab\s*(\d)\b", re.I)
 
 
 @cache
@@ -164,12 +164,12 @@ def _stated(written: str, unit: str, stem: str) -> dict | None:
 def _referenced(text: str) -> list[Path]:
     found = []
     for m in REFERENCE.finditer(text):
-        if m.group(1):
-            key = m.group(1).lower()
+        if m.group(1) or m.group(2):
+            key = (m.group(1) or m.group(2)).lower()
             key = key if key.startswith("0") else "0" + key
             found += sorted(CHAPTERS.glob(f"{key}-*.ipynb"))
         else:
-            found += sorted(SOLUTIONS.glob(f"lab{m.group(2)}-*.ipynb"))
+            found += sorted(SOLUTIONS.glob(f"lab{m.group(3)}-*.ipynb"))
     return found
 
 
