@@ -241,3 +241,16 @@ def test_a_lab_check_given_a_wrong_answer_hints_in_chinese(monkeypatch):
     assert f"第 3 部分：引擎中 '{wrong}' 的规则对这个方案不触发" in line, line
     monkeypatch.setenv("INFEROPT_EDITION", "en")
     assert "the engine's rule for" in info.value._render_traceback_()[0]
+
+
+def test_the_chinese_book_builds_offline_and_links_to_the_english_one(tmp_path):
+    from inferopt import book
+
+    manifest = book.build(tmp_path, edition="zh")
+    assert book.check_book(manifest) == []
+    index = (tmp_path / "html" / "index.html").read_text(encoding="utf-8")
+    assert 'lang="zh-CN"' in index and 'href="../index.html"' in index
+    page = (tmp_path / "html" / "chapters" / "07-knowledge-map-and-tradeoffs.html").read_text(encoding="utf-8")
+    assert "知识图" in page and "中文版说明" in page
+    # the check notices a missing link between the editions
+    assert book.check_book({**manifest, "other_edition": "nowhere.html"})[-1].startswith("index.html does not link")
