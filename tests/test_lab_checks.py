@@ -299,6 +299,12 @@ WRONG = {
                  "    return None if n < 2 else (record['e2e_s'] - record['ttft_s']) / (n - 1)"),
         "divide_by_n": ("def tpot_ms(record):\n    n = record['output_tokens']\n"
                         "    return None if n < 2 else 1000 * (record['e2e_s'] - record['ttft_s']) / n"),
+        # issue 34: a failed request's TPOT, and the package's own TPOT (a property of its record type)
+        "tpot_of_failed": ("def tpot_ms(record):\n    n = record['output_tokens']\n"
+                           "    return None if n < 2 else 1000 * (record['e2e_s'] - record['ttft_s']) / (n - 1)"),
+        "package_property": ("from inferopt.bench.metrics import RequestRecord as _RR\n"
+                             "def tpot_ms(record):\n    t = _RR.from_dict(dict(record, request_id=0)).tpot_s\n"
+                             "    return None if t is None else 1000 * t"),
     },
     "lab4-task2": {
         UNTOUCHED: None,
@@ -317,6 +323,14 @@ WRONG = {
                        "        good += 1000 * d['ttft_s'] < slo.ttft_ms and (t is None or t < slo.tpot_ms)\n"
                        "    return good / duration_s"),
         "throughput": "def goodput_rps(rows, slo, duration_s):\n    return len(rows) / duration_s",
+        # issue 34: failed requests counted
+        "p95_with_failed": "def ttft_p95_ms(rows):\n    return percentile([1000 * d['ttft_s'] for d in rows], 95)",
+        "goodput_counts_failed": ("def goodput_rps(rows, slo, duration_s):\n    good = 0\n    for d in rows:\n"
+                                  "        t = tpot_ms(dict(d, error=None))\n"
+                                  "        good += 1000 * d['ttft_s'] <= slo.ttft_ms and (t is None or t <= slo.tpot_ms)\n"
+                                  "    return good / duration_s"),
+        "p95_in_seconds": ("def ttft_p95_ms(rows):\n"
+                           "    return percentile([d['ttft_s'] for d in rows if d.get('error') is None], 95)"),
     },
     "lab4-task3": {
         UNTOUCHED: None,
@@ -338,6 +352,13 @@ WRONG = {
                        "plots.pareto(summaries, latency='ttft_p95_ms', slo_ms=slo.ttft_ms)"),
         "no_slo": ("def make_figures(summaries, slo):\n"
                    "    return plots.latency_vs_concurrency(summaries), plots.pareto(summaries, slo_ms=slo.tpot_ms)"),
+        # issue 34: the right annotations with no data behind them, or another sweep's data
+        "annotations_no_data": ("_mf = make_figures\ndef make_figures(summaries, slo):\n    a, b = _mf(summaries, slo)\n"
+                                "    a.data, b.data = (), ()\n    return a, b"),
+        "other_data": ("import plotly.graph_objects as _go\n_mf = make_figures\n"
+                       "def make_figures(summaries, slo):\n    a, b = _mf(summaries, slo)\n"
+                       "    c, d = _mf([dict(s, ttft_p95_ms=1.0, tpot_p95_ms=1.0) for s in summaries], slo)\n"
+                       "    return _go.Figure(data=c.data, layout=a.layout), _go.Figure(data=d.data, layout=b.layout)"),
     },
     "lab5-task1": {
         UNTOUCHED: None,
@@ -365,6 +386,9 @@ WRONG = {
         "formula_no_ttft": ("def in_flight(qps, ttft_ms, tpot_ms, output_tokens):\n"
                             "    return qps * (output_tokens - 1) * tpot_ms / 1000"),
         "trusts_a": "trusted = load_test_a",
+        "package_littles_law": ("from inferopt.planning.planner import littles_law as _ll\n"
+                                "def in_flight(qps, ttft_ms, tpot_ms, output_tokens):\n"
+                                "    return _ll(qps, ttft_ms, tpot_ms, output_tokens, 10**9).in_flight"),
     },
     "lab5-task3": {
         UNTOUCHED: None,
@@ -434,6 +458,12 @@ MESSAGE = {
     ("lab4-task1", "no_return_percentile"): "forget `return`",
     ("lab5-task4", "done_despite_failing"): "failing gate rolls back at the last step",
     ("lab5-task1", "severity_critical"): "severity `warning`",
+    ("lab4-task1", "tpot_of_failed"): "failed request",
+    ("lab4-task2", "p95_with_failed"): "failed request",
+    ("lab4-task2", "goodput_counts_failed"): "failed request is never good",
+    ("lab4-task2", "p95_in_seconds"): "milliseconds",
+    ("lab4-task4", "annotations_no_data"): "not the summaries' data",
+    ("lab4-task4", "other_data"): "not the summaries' data",
 }
 
 CHECKS = check_functions()
@@ -625,3 +655,163 @@ def _ref_implied(row, n):
     from inferopt.labcheck import _references as _ref
 
     return _ref.ref_in_flight(row["qps"], row["ttft_mean_ms"], row["tpot_mean_ms"], n) / row["concurrency"]
+
+
+# ---- issue 34: a check run over and over on one notebook, and what only the grader can see -------------------
+
+
+@pytest.mark.parametrize("gid", sorted(CHECKS))
+def test_a_check_run_over_and_over_stops_judging(gid, monkeypatch):
+    """A loop that calls a check until it passes (a search for the accepted answer) is noticed: past
+    PROBE_LIMIT runs on one notebook the check says so and judges no more (the limit is lowered here
+    to keep the test short; the notebook's limit is labcheck.PROBE_LIMIT)."""
+    lab, fn, _ = CHECKS[gid]
+    monkeypatch.setattr(labcheck, "PROBE_LIMIT", 2)
+    ns = namespace(lab)
+    for _ in range(2):
+        assert "passes" in run_check(lab, fn, ns)
+    with pytest.raises(labcheck.Probed) as err, contextlib.redirect_stdout(io.StringIO()):
+        run_check(lab, fn, ns)
+    assert "3 times in this kernel" in str(err.value) and "Restart the kernel" in str(err.value)
+    assert "passes" in run_check(lab, fn, namespace(lab))  # another notebook (a fresh kernel) is judged
+
+
+def _solution_reader(lab_file: str, path: str = "") -> str:
+    """Code a submission could use to take a name from the worked solution (exec its code blocks)."""
+    where = f"__import__('pathlib').Path({path!r})" if path else "__import__('inferopt.paths').paths.SOLUTIONS"
+    return ("def _solution(name):\n    import re\n"
+            f"    text = ({where} / {lab_file!r}).read_text()\n    g = {{}}\n"
+            "    for block in re.findall(r'```\\{code-cell\\}\\n(.*?)```', text, re.S):\n"
+            "        try:\n            exec(block, g)\n        except Exception:\n            pass\n"
+            "    return g[name]\n")
+
+
+def _file(lab: str) -> str:
+    return _lab_file(SOLUTIONS, lab).with_suffix(".md").name
+
+
+def _copy(lab, names, path=str(SOLUTIONS)):
+    return _solution_reader(_file(lab), path) + "".join(f"{n} = _solution({n!r})\n" for n in names)
+
+
+def _probe(lab, check, name, candidates, arg_names):
+    """A function that asks the lab's check which candidate it accepts, then answers with that one."""
+    return (f"from inferopt import labcheck as _lc\ndef {name}({', '.join(arg_names)}):\n"
+            f"    for c in {candidates!r}:\n        try:\n"
+            f"            _lc.{lab}.{check}(dict(globals(), {name}=lambda *a, c=c: c))\n            return c\n"
+            "        except Exception:\n            pass\n")
+
+
+def _lookup_cpu_flags() -> str:
+    """lab 3, task 1 as a table: the answers for the lists the check drew under the tests' pinned seed."""
+    right, seen = namespace("lab3")["cpu_flags"], {}
+    run_check("lab3", "task1", {"cpu_flags": lambda flags: seen.setdefault(tuple(flags), right(list(flags)))})
+    table = seen
+    return f"_TABLE = {table!r}\ndef cpu_flags(flags):\n    return list(_TABLE.get(tuple(flags), flags))\n"
+
+
+# {grade_id: {kind: (base, code)}}: base "lab" (the untouched lab) or "solution"; each is graded by the
+# grader (a fresh checker and a submission process of its own), and must score 0 for the reason its kind names
+GRADED = {
+    "lab1-part1": {"copies_solutions": ("lab", lambda: _copy("lab1", ["worst_metric", "branch_for"]))},
+    "lab1-part2": {"copies_solutions": ("lab", lambda: _copy("lab1", ["answers"])),
+                   "probes_oracle": ("lab", lambda: (
+                       "from inferopt.diagnosis.decision import diagnose as _dg\n"
+                       "answers = {n: (_dg(i['metrics'], i.get('slos', SLO), i['workload'], i['techniques_on']).branch,"
+                       " _dg(i['metrics'], i.get('slos', SLO), i['workload'], i['techniques_on']).techniques[0])"
+                       " for n, i in INCIDENTS.items()}\n"))},
+    "lab1-part3": {"probes_check": ("lab", lambda: (
+        "from inferopt import labcheck as _lc\nfor _p in [p['id'] for p in knowledge.load('pitfalls')['pitfalls']]:\n"
+        "    try:\n        _lc.lab1.part3({'pitfall': _p})\n        pitfall = _p\n        break\n"
+        "    except Exception:\n        pass\n"))},
+    "lab2-task1": {"copies_solutions": ("lab", lambda: _copy("lab2", ["kv_bytes_per_token", "kv_gb_per_request"])),
+                   "copies_via_package_paths": ("lab", lambda: _copy("lab2", ["kv_bytes_per_token", "kv_gb_per_request"],
+                                                                     path="")),
+                   "copies_from_git": ("lab", lambda: (
+                       "import subprocess as _sp\ndef _from_git(name):\n    src = _sp.run(['git', '-C', "
+                       + repr(str(SOLUTIONS.parent)) + ", 'show', 'HEAD:solutions/lab2-memory-calculator.md'], "
+                       "capture_output=True, text=True).stdout\n    g = {}\n"
+                       "    exec(src.split('```{code-cell}')[2].split('```')[0], g)\n    return g[name]\n"
+                       "kv_bytes_per_token, kv_gb_per_request = _from_git('kv_bytes_per_token'), "
+                       "_from_git('kv_gb_per_request')\n")),
+                   "probes_check": ("lab", lambda: _probe("lab2", "task1", "kv_bytes_per_token", [1, 2, 163840],
+                                                          ["cfg", "kv_bytes"]))},
+    "lab2-task2": {"typed_values": ("solution", lambda: "seed_factor = {seed_factor!r}\nrequests_in_520_gb = "
+                                                        "{requests_in_520_gb!r}\n")},
+    "lab2-task3": {"typed_values": ("solution", lambda: "predicted_tokens = {predicted_tokens!r}\n"
+                                                        "predicted_concurrency = {predicted_concurrency!r}\n")},
+    "lab3-task1": {"copies_solutions": ("lab", lambda: _copy("lab3", ["cpu_flags"])),
+                   "lookup_table": ("lab", _lookup_cpu_flags)},
+    "lab3-task4": {"probes_check": ("lab", lambda: (
+        "from inferopt import labcheck as _lc\ndef slo_verdict(summary, slo):\n"
+        "    for ok in (True, False):\n        try:\n            _lc.lab3.task4({'slo_verdict': lambda s, l: {}})\n"
+        "        except Exception:\n            pass\n    return {}\n"))},
+    "lab4-task1": {"copies_solutions": ("lab", lambda: _copy("lab4", ["percentile", "tpot_ms"]))},
+    "lab4-task3": {"probes_check": ("lab", lambda: _probe("lab4", "task3", "max_concurrency", [None, 1, 2, 4, 8],
+                                                          ["summaries", "slo"]))},
+    "lab5-task2": {"typed_values": ("solution", lambda: "trusted = load_test_b\n")},
+    "lab5-task3": {"typed_values": ("solution", lambda: "per_instance_qps = {per_instance_qps!r}\nsizing = {sizing!r}\n"),
+                   "probes_oracle": ("solution", lambda: (
+                       "from inferopt.planning.capacity import plan_instances as _pi\n"
+                       "_p = _pi(TARGET_QPS, per_instance_qps, 1, 'N+1', 8)\nsizing = (_p.base_instances, _p.instances,"
+                       " _p.gpus)\n"))},
+    "lab5-task4": {"copies_solutions": ("lab", lambda: _copy("lab5", ["step_decision"]))},
+}
+GRADED_CASES = [(gid, kind) for gid in sorted(GRADED) for kind in GRADED[gid]]
+REASON = {"copies_from_git": "Escaped", "copies": "Copied", "probes_check": "Probed", "probes_oracle": "Shortcut", "typed": "CheckFailed",
+          "lookup": "CheckFailed"}
+
+
+def _graded(gid, cells, seed=SEED):
+    from inferopt.labcheck import grade
+
+    labs = grade.release_checks()
+    lab = gid.split("-")[0]
+    task = next(t for t in grade.release_tasks(lab, labs) if t["grade_id"] == gid)
+    return grade.grade_task(task, cells, timeout=240, seed=seed)
+
+
+def test_every_kind_of_issue_34_is_graded_for_every_lab():
+    """Copying from solutions/ and probing a check are graded in every lab; typed answers where a lab has
+    values derived from the learner's functions (labs 2 and 5), a lookup table, the package as oracle."""
+    kinds = {lab: {k.split("_")[0] for g, k in GRADED_CASES if g.startswith(lab)} for lab in ANSWERS}
+    assert all({"copies", "probes"} <= kinds[lab] for lab in ANSWERS), kinds
+    assert {"typed"} <= kinds["lab2"] & kinds["lab5"] and "lookup" in kinds["lab3"], kinds
+
+
+@pytest.mark.parametrize("gid,kind", GRADED_CASES, ids=[f"{g}:{k}" for g, k in GRADED_CASES])
+def test_graded_shortcut_scores_nothing(gid, kind):
+    """What a notebook's own check cannot see, the grader refuses, with the reason and no answer."""
+    from inferopt.labcheck import grade
+
+    lab = gid.split("-")[0]
+    base, make = GRADED[gid][kind]
+    code = make()
+    if kind.startswith("typed"):  # the right values, typed in: they pass the check in the notebook
+        ns = namespace(lab)
+        code = code.format(**ns)
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(code, "<typed>", "exec"), ns)
+        assert "passes" in run_check(lab, CHECKS[gid][1], ns)
+    if kind.startswith("lookup"):  # the table passes in the notebook on the cases it was made from
+        ns = namespace(lab, "lab")
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(code, "<lookup>", "exec"), ns)
+        assert "passes" in run_check(lab, CHECKS[gid][1], ns)
+    nb = json.loads(_lab_file(SOLUTIONS if base == "solution" else LABS, lab).read_text(encoding="utf-8"))
+    ok, msg = _graded(gid, grade.submission_cells(nb) + [code], seed=None if kind.startswith("lookup") else SEED)
+    want = next(v for k, v in REASON.items() if kind.startswith(k))
+    assert not ok and msg.startswith(want + ":"), msg
+    assert "\n" not in msg and "Traceback" not in msg, msg
+    _assert_no_answer(lab, msg)
+
+
+@pytest.mark.parametrize("lab", ["lab3", "lab4"])
+def test_worked_solutions_pass_when_graded(lab):
+    """Labs 3 and 4 through the grader's two processes (labs 1, 2 and 5: tests/test_grade.py)."""
+    from inferopt.labcheck import grade
+
+    nb = json.loads(_lab_file(SOLUTIONS, lab).read_text(encoding="utf-8"))
+    for gid in sorted(g for g in CHECKS if g.startswith(lab)):
+        ok, msg = _graded(gid, grade.submission_cells(nb), seed=None)
+        assert ok, (gid, msg)

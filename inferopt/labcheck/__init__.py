@@ -57,10 +57,42 @@ class Probed(Shortcut):
     """The learner's code called a lab check: a search for the accepted answer, not an answer."""
 
 
+class Escaped(Shortcut):
+    """The learner's code started another program while it was graded (a way around the closed files)."""
+
+
 def rng(seed=None) -> random.Random:
     """A generator for check-time cases: 128 bits from os.urandom each run unless a seed is given (tests
     pin one), so no table of inputs seen in an earlier run covers the next one."""
     return random.Random(int.from_bytes(os.urandom(16), "big") if seed is None else seed)
+
+
+# ---- values that must follow from the learner's functions, not be typed ------------------------------
+REBIND = "__labcheck_rebind__"  # set by the grader only: rebind(inputs, names) -> the names' values
+
+
+def follows(ns: dict, task: str, inputs: dict, names, want: dict, hint: str, about: str = "") -> bool:
+    """When graded: run again the learner's statements that bind ``names`` with the release's ``inputs``
+    changed, and compare with ``want`` ({name: value or predicate}); a typed value does not follow.
+    False (nothing checked) in a notebook, where the check cannot re-run a cell."""
+    rebind = ns.get(REBIND)
+    if not callable(rebind):
+        return False
+    try:
+        got = rebind(inputs, names)
+    except CheckFailed:
+        raise
+    except Exception as exc:
+        changed = about or ", ".join(f"`{k}`" for k in inputs)
+        raise CheckFailed(f"{task}: with other values in {changed}, the cell that defines "
+                          f"{', '.join(f'`{n}`' for n in names)} raised {type(exc).__name__}: {exc}") from None
+    about = about or ", ".join(f"`{k}`" for k in inputs)
+    for n, w in want.items():
+        ok = w(got.get(n)) if callable(w) else got.get(n) == w
+        if not ok:
+            raise CheckFailed(f"{task}: `{n}` does not follow {about}: when the grader gives them other values, yours "
+                              f"stays wrong; {hint}")
+    return True
 
 
 # ---- a check run many times in one kernel is noticed --------------------------------------------------
@@ -263,7 +295,8 @@ def _judge_exception(task: str, name: str, exc: BaseException):
     where = _learner_line(exc)
     if isinstance(exc, TypeError) and "NoneType" in str(exc):
         where += " (a function without `return` gives None: did you forget `return` somewhere?)"
-    raise CheckFailed(f"{task}: `{name}` raised {type(exc).__name__}: {exc}{where}") from None
+    text = " ".join(str(exc).split())  # one line, whatever the exception's message holds
+    raise CheckFailed(f"{task}: `{name}` raised {type(exc).__name__}: {text}{where}") from None
 
 
 def _never_returns_a_value(fn) -> bool:

@@ -67,12 +67,23 @@ def ref_metric_value(text, name):
 
 def ref_tpot_ms(d):
     n = d["output_tokens"]
-    return None if n < 2 else 1000.0 * (d["e2e_s"] - d["ttft_s"]) / (n - 1)
+    if d.get("error") is not None or n < 2:
+        return None
+    return 1000.0 * (d["e2e_s"] - d["ttft_s"]) / (n - 1)
+
+
+def ref_ttft_p95_ms(rows):
+    import numpy as np
+
+    ok = [1000 * d["ttft_s"] for d in rows if d.get("error") is None]
+    return float(np.percentile(ok, 95)) if ok else float("nan")
 
 
 def ref_goodput(rows, slo, duration_s):
     good = 0
     for d in rows:
+        if d.get("error") is not None:
+            continue
         t = ref_tpot_ms(d)
         if 1000 * d["ttft_s"] <= slo.ttft_ms and (t is None or t <= slo.tpot_ms):
             good += 1

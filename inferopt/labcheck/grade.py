@@ -36,6 +36,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 FIELDS = ["file", "lab", "task", "points", "max_points", "reason", "message"]
 # the reason column: why a row has the points it has, from the verdict's kind (the message's prefix)
 REASONS = {"Copied": "read the worked solutions or the checks' files", "Probed": "called the lab's check",
+           "Escaped": "started another program",
            "Shortcut": "called the package instead of computing it", "NotDone": "not done",
            "CheckFailed": "wrong answer", "Tampered": "changed the course's modules"}
 

@@ -65,7 +65,7 @@ def _release(job: dict) -> tuple[dict, list[str], set[str]]:
 
 
 def grade(job: dict) -> dict:
-    from inferopt.labcheck import CheckFailed, NotDone, Shortcut, remote, wire
+    from inferopt.labcheck import REBIND, CheckFailed, NotDone, Shortcut, remote, wire
 
     mod = importlib.import_module(f"inferopt.labcheck.{job['lab']}")
     check = getattr(mod, job["check"])
@@ -89,6 +89,7 @@ def grade(job: dict) -> dict:
                 ns[name] = wire.decode(info["value"])
                 if isinstance(ns[name], (list, dict)):
                     client.sync.append(name)
+        ns[REBIND] = client.rebind
         with contextlib.redirect_stdout(buf):
             check(ns, **({"seed": job["seed"]} if job.get("seed") is not None
                          and "seed" in inspect.signature(check).parameters else {}))

@@ -14,6 +14,7 @@ from inferopt.labcheck import (
     CheckFailed,
     call,
     counted,
+    follows,
     forbid,
     is_real,
     is_whole,
@@ -137,6 +138,14 @@ def task2(ns: dict, n_cases: int = 300, seed=None) -> None:
     if not is_whole(in_520) or in_520 != math.floor(520 / true_gb):
         raise CheckFailed(f"{task}: requests_in_520_gb is not what requests_that_fit gives for 520 GB and one 4K "
                           "request of Llama-3-70B with an FP8 cache")
+    for _ in range(3):  # when graded: both values follow another model put in `cfg` (a typed value does not)
+        other = random_cfg(r)
+        gb = _ref.ref_bytes_per_token(other, 1) * 4096 / GB
+        if not follows(ns, task, {"cfg": other}, ["seed_factor", "requests_in_520_gb"],
+                       {"seed_factor": lambda v, gb=gb: _close(v, 2.5 / gb, rel=1e-6),
+                        "requests_in_520_gb": lambda v, gb=gb: is_whole(v) and abs(v - 520 / gb) < 1},
+                       "compute both from `cfg` with your functions, do not type them"):
+            break
     passed(f"Task 2 passes: requests_that_fit is right on {n_cases} cases made up just now; seed_factor and "
            "requests_in_520_gb follow from your functions")
 
@@ -202,6 +211,18 @@ def task3(ns: dict, n_cases: int = 200, seed=None, announce: bool = True) -> Non
     if not _close(conc, round(want_c, 2)):
         raise CheckFailed(f"{task}: predicted_concurrency should be your engine_prediction's concurrency for "
                           "SmolLM2, rounded to 2 decimals as the log prints it")
+    for _ in range(3):  # when graded: the prediction follows another model, budget and block size
+        other, bs2 = random_cfg(r), r.choice(BLOCK_SIZES)
+        hd = other["hidden_size"] // other["num_attention_heads"]
+        block = 2 * bs2 * other["num_key_value_heads"] * hd * 4 * other["num_hidden_layers"]
+        budget2 = block * r.randint(math.ceil(1536 / bs2), 40 * math.ceil(1536 / bs2)) + r.randint(0, block - 1)
+        want_t, want_c = _ref.ref_prediction(other, 4, budget2, 1536, bs2)
+        if not follows(ns, task, {"smol": other, "budget": budget2, "block_size": bs2},
+                       ["predicted_tokens", "predicted_concurrency"],
+                       {"predicted_tokens": want_t, "predicted_concurrency": lambda v, c=want_c: _close(v, round(c, 2))},
+                       "compute both with your engine_prediction from `smol`, `budget` and `block_size`, do not "
+                       "type them"):
+            break
     if announce:
         passed(f"Task 3 passes: engine_prediction is right on {n_cases} model shapes and budgets made up just now")
 

@@ -27,7 +27,8 @@ FORBIDDEN = [("numpy", "percentile"), ("numpy", "quantile"), ("numpy", "nanperce
              ("statistics", "quantiles"), ("inferopt.bench.metrics", "percentile"),
              ("inferopt.bench.metrics", "summarize"), ("inferopt.bench.metrics", "max_level_meeting"),
              ("inferopt.bench.metrics", "SLO.request_meets"), ("inferopt.bench.metrics", "SLO.summary_meets"),
-             ("inferopt.bench.metrics", "SLO.violations")]
+             ("inferopt.bench.metrics", "SLO.violations"), ("inferopt.bench.metrics", "RequestRecord.tpot_s"),
+             ("inferopt.bench.metrics", "_stats_ms"), ("inferopt.bench.stats", "percentile_ci")]
 
 
 def _close(a, b, rel=1e-9):
@@ -40,7 +41,22 @@ def random_record(r, concurrency=1):
     n = r.choice([1, r.randint(2, 300)]) if r.random() < 0.1 else r.randint(2, 300)
     ttft = r.uniform(0.02, 3.0)
     e2e = ttft + (n - 1) * r.uniform(0.005, 0.25)
-    return {"output_tokens": n, "ttft_s": ttft, "e2e_s": e2e, "prompt_tokens": 100, "concurrency": concurrency}
+    return {"output_tokens": n, "ttft_s": ttft, "e2e_s": e2e, "prompt_tokens": 100, "concurrency": concurrency,
+            "error": None}
+
+
+def failed_record(r, concurrency=1):
+    """A request that failed after its first token (the stream was cut, a timeout): the client kept its
+    first-token and last-chunk times and the tokens it got, but it has no valid TPOT or latency."""
+    d = random_record(r, concurrency)
+    d["output_tokens"] = r.randint(2, 40)
+    d["e2e_s"] = d["ttft_s"] + r.uniform(5, 60)  # a stall, then the error
+    d["error"] = r.choice(["timeout after 60 s", "ClientPayloadError: connection reset", "HTTP 500"])
+    return d
+
+
+FAILED_HINT = ("a failed request (its 'error' is set) has no TPOT and no latency to count: skip it (return None "
+               "for its TPOT); its partial times would pull the percentiles")
 
 
 @counted
@@ -67,18 +83,20 @@ def task1(ns: dict, n_cases: int = 300, seed=None) -> None:
             else:
                 hint = "sort the values first; r = (n - 1) * q / 100; interpolate between floor(r) and ceil(r)"
             raise CheckFailed(f"{task}: percentile of {len(values)} values made up by the check, q={q}, is wrong: {hint}")
-    for _ in range(n_cases):
-        d = random_record(r)
+    for i in range(n_cases):
+        d = failed_record(r) if i < 3 or r.random() < 0.1 else random_record(r)  # failed ones in every run
         want = _ref.ref_tpot_ms(d)
         with forbid(ns, FORBIDDEN), quiet():
             got = call(task, tpot_ms, dict(d))
         if not _close(got, want):
             n = d["output_tokens"]
-            if want is None:
+            if d["error"] is not None:
+                hint = FAILED_HINT
+            elif want is None:
                 hint = "with fewer than 2 output tokens there is no gap to time: return None"
             elif got is None:
-                hint = ("it returned None: did you forget `return`? (None is right only for fewer than 2 output "
-                        "tokens)")
+                hint = ("it returned None: did you forget `return`? (None is right only for a failed request or "
+                        "fewer than 2 output tokens)")
             elif not is_real(got):
                 hint = f"return a number of milliseconds, got {type(got).__name__}"
             elif got is not None and _close(got, 1000.0 * (d["e2e_s"] - d["ttft_s"]) / n):
@@ -96,9 +114,29 @@ def task1(ns: dict, n_cases: int = 300, seed=None) -> None:
 @counted
 def task2(ns: dict, n_cases: int = 200, seed=None) -> None:
     task = "Task 2"
-    goodput_rps = need_callable(ns, task, "goodput_rps")
+    goodput_rps, ttft_p95_ms = need_callable(ns, task, "goodput_rps", "ttft_p95_ms")
     need_callable(ns, task, "tpot_ms")
     r = rng(seed)
+    for _ in range(n_cases // 2):
+        rows = [random_record(r) for _ in range(r.randint(3, 30))]
+        for _ in range(1 + r.randint(0, 3)):  # failed after a long wait: counted, they would move the P95 up
+            bad = failed_record(r)
+            bad["ttft_s"] = r.uniform(20, 60)
+            rows.insert(r.randint(0, len(rows)), bad)
+        want = _ref.ref_ttft_p95_ms(rows)
+        every = percentile_of([1000 * d["ttft_s"] for d in rows], 95)
+        with forbid(ns, FORBIDDEN), quiet():
+            got = call(task, ttft_p95_ms, [dict(d) for d in rows])
+        if not _close(got, want, rel=1e-6):
+            if not is_real(got):
+                raise not_a_number(task, "what ttft_p95_ms returns", got)
+            if _close(got, every, rel=1e-6):
+                hint = FAILED_HINT
+            elif _close(got, want / 1000, rel=1e-6):
+                hint = "the records hold seconds; the P95 is asked in milliseconds"
+            else:
+                hint = "the P95 (your percentile, q=95) of the TTFTs in ms of the requests that completed"
+            raise CheckFailed(f"{task}: ttft_p95_ms is wrong on {len(rows)} records made up by the check: {hint}")
     for i in range(n_cases):
         slo = SLO(ttft_ms=r.choice([200, 500, 800, 1500]), tpot_ms=r.choice([30, 50, 80, 150]))
         rows = [random_record(r) for _ in range(r.randint(3, 30))]
@@ -111,7 +149,11 @@ def task2(ns: dict, n_cases: int = 200, seed=None) -> None:
             rows[0]["ttft_s"], rows[0]["e2e_s"] = 0.5, 0.5 + 0.001 * (rows[0]["output_tokens"] - 1)
             edge = (0, 1, -1, 0, 1, -1)[i] * 2.0**-20
             rows[1] = {"output_tokens": 9, "ttft_s": 0.125, "prompt_tokens": 100, "concurrency": 1,
-                       "e2e_s": 0.125 + 8 * (0.0625 + edge)}
+                       "e2e_s": 0.125 + 8 * (0.0625 + edge), "error": None}
+        if 6 <= i < 12 or r.random() < 0.2:  # failed, though fast: never good (every run: 6 <= i < 12)
+            bad = failed_record(r)
+            bad["ttft_s"], bad["e2e_s"] = 0.05, 0.05 + 0.001 * (bad["output_tokens"] - 1)
+            rows.insert(r.randint(0, len(rows)), bad)
         duration = r.uniform(5, 120)
         want = _ref.ref_goodput(rows, slo, duration)
         with forbid(ns, FORBIDDEN), quiet():
@@ -119,8 +161,12 @@ def task2(ns: dict, n_cases: int = 200, seed=None) -> None:
         if not _close(got, want):
             if not is_real(got):
                 raise not_a_number(task, "what goodput_rps returns", got)
-            only_ttft = sum(1000 * d["ttft_s"] <= slo.ttft_ms for d in rows) / duration
-            if _close(got, len(rows) / duration):
+            only_ttft = sum(1000 * d["ttft_s"] <= slo.ttft_ms for d in rows if d.get("error") is None) / duration
+            with_failed = _ref.ref_goodput([dict(d, error=None) for d in rows], slo, duration)
+            if _close(got, with_failed) and not _close(want, with_failed):
+                hint = "a failed request is never good, even when its first token came fast: skip the rows whose "\
+                       "'error' is set"
+            elif _close(got, len(rows) / duration):
                 hint = "that is the throughput: count only the requests that meet every SLO"
             elif _close(got, only_ttft):
                 hint = "a good request meets the TPOT SLO too"
@@ -130,7 +176,12 @@ def task2(ns: dict, n_cases: int = 200, seed=None) -> None:
                 hint = ("a request is good when TTFT <= slo.ttft_ms and TPOT <= slo.tpot_ms (a request with one token "
                         "has no TPOT), and goodput is good requests / duration_s")
             raise CheckFailed(f"{task}: goodput_rps is wrong on {len(rows)} records made up by the check: {hint}")
-    passed(f"Task 2 passes: goodput_rps is right on {n_cases} runs made up just now")
+    passed(f"Task 2 passes: ttft_p95_ms and goodput_rps are right on {n_cases // 2 + n_cases} runs made up just now, "
+           "failed requests among them")
+
+
+def percentile_of(values, q):
+    return float(np.percentile(values, q))
 
 
 def random_summaries(r, slo):
@@ -200,12 +251,32 @@ def task4(ns: dict, n_cases: int = 5, seed=None) -> None:
             raise CheckFailed(f"{task}: the latency figure has no SLO lines for the SLO it was given: pass `slo` on")
         if best is not None and f"max concurrency meeting SLOs: {best}" not in texts:
             raise CheckFailed(f"{task}: the latency figure does not mark the maximum concurrency for the SLO it was given")
+        if not _plots(fa, rows, "concurrency", "ttft_p95_ms") or not _plots(fa, rows, "concurrency", "tpot_p95_ms"):
+            raise CheckFailed(f"{task}: the latency figure has its lines and labels but not the summaries' data: it "
+                              "should plot each level's P95 TTFT and P95 TPOT against its concurrency (the summaries "
+                              "it was given, not others)")
+        if not _plots(fb, rows, "tpot_p95_ms", "output_throughput_tok_s"):
+            raise CheckFailed(f"{task}: the Pareto figure has no curve of the summaries it was given: output "
+                              "throughput against P95 TPOT, one point per level")
         xtitle = getattr(getattr(getattr(fb, "layout", None), "xaxis", None), "title", None)
         if getattr(xtitle, "text", None) != "tpot_p95_ms":
             raise CheckFailed(f"{task}: the Pareto figure should put P95 TPOT on the x axis (latency='tpot_p95_ms')")
         if not any(f"{slo.tpot_ms:g}" in (a.text or "") for a in fb.layout.annotations):
             raise CheckFailed(f"{task}: the Pareto figure has no line at the TPOT SLO it was given (slo_ms=...)")
     passed(f"Task 4 passes: both figures follow the SLO they are given ({n_cases} SLOs made up just now)")
+
+
+def _plots(fig, rows, xkey, ykey) -> bool:
+    """Does a trace of the figure show ykey against xkey for these summaries (in concurrency order)?"""
+    rows = sorted(rows, key=lambda s: s["concurrency"])
+    want_x, want_y = [s[xkey] for s in rows], [s[ykey] for s in rows]
+    for tr in getattr(fig, "data", ()) or ():
+        x, y = list(getattr(tr, "x", None) or ()), list(getattr(tr, "y", None) or ())
+        if len(x) == len(want_x) and len(y) == len(want_y) and all(
+                is_real(a) and is_real(b) and abs(a - b) <= 1e-3 + 1e-6 * abs(b)
+                for a, b in zip(x + y, want_x + want_y, strict=True)):
+            return True
+    return False
 
 
 def ready_for_engine(ns: dict) -> None:

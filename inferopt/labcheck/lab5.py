@@ -7,6 +7,7 @@ from inferopt.labcheck import (
     CheckFailed,
     call,
     counted,
+    follows,
     forbid,
     is_real,
     need,
@@ -19,7 +20,7 @@ from inferopt.labcheck import (
 )
 from inferopt.labcheck import _references as _ref
 
-FORBIDDEN = [("inferopt.planning.capacity", "plan_instances")]
+FORBIDDEN = [("inferopt.planning.capacity", "plan_instances"), ("inferopt.planning.planner", "littles_law")]
 
 
 @counted
@@ -139,7 +140,7 @@ def task2(ns: dict, n_cases: int = 300, seed=None) -> None:
     for _ in range(n_cases):
         qps, ttft, tpot, n = r.uniform(0.5, 80), r.uniform(50, 3000), r.uniform(5, 200), r.randint(2, 1000)
         want = _ref.ref_in_flight(qps, ttft, tpot, n)
-        with quiet():
+        with forbid(ns, FORBIDDEN), quiet():
             got = call(task, in_flight, qps, ttft, tpot, n)
         if not is_real(got):
             raise not_a_number(task, "what in_flight returns", got)
@@ -160,18 +161,21 @@ def task2(ns: dict, n_cases: int = 300, seed=None) -> None:
             tol = (0.1, 0.25, 0.2)[i]
             table = boundary_table(r, n, tol)
         want = _ref.ref_impossible(table, n, tol)
-        with quiet():
+        with forbid(ns, FORBIDDEN), quiet():
             got = call(task, impossible_rows, [dict(x) for x in table], n, tol)
         if list(got) != want if isinstance(got, (list, tuple)) else True:
             raise CheckFailed(f"{task}: impossible_rows is wrong on a table the check made up: flag a row when the "
                               "concurrency implied by Little's law differs from the measured one by more than the "
                               "tolerance (relative); return the concurrency of each such row, in table order")
-    with quiet():
+    with forbid(ns, FORBIDDEN), quiet():
         bad_a = call(task, impossible_rows, table_a, 150, 0.2)
         bad_b = call(task, impossible_rows, table_b, 150, 0.2)
     if trusted is not table_b or not bad_a or bad_b:
         raise CheckFailed(f"{task}: `trusted` should be the table that survives Little's law (impossible_rows finds "
                           "no row in it); the other one cannot have been measured")
+    # when graded: with the two tables swapped, `trusted` follows the table that obeys the law (a typed choice does not)
+    follows(ns, task, {"load_test_a": table_b, "load_test_b": table_a}, ["trusted"], {"trusted": table_b},
+            "choose it with impossible_rows, do not name a table", about="the two load-test tables")
     passed(f"{task} passes: in_flight and impossible_rows are right on {n_cases + n_cases // 3} cases made up just now, "
            "and you trust the table that obeys Little's law")
 
@@ -232,6 +236,15 @@ def task3(ns: dict, n_cases: int = 300, seed=None) -> None:
         raise CheckFailed(f"{task}: per_instance_qps should come from best_qps_within_slo on the trusted table")
     if tuple(sizing) != _ref.ref_instances(need(ns, task, "TARGET_QPS"), want_qps, 1, 1, 8):
         raise CheckFailed(f"{task}: sizing should be instances_needed for the target, with one surge instance and N+1")
+    for _ in range(3):  # when graded: both follow another target and other SLOs (typed numbers do not)
+        target, ttft, tpot = r.randint(20, 2000), r.choice([300, 500, 1200, 2000]), r.choice([35, 50, 70, 80])
+        qps = _ref.ref_best_qps(table_b, ttft, tpot)
+        if not follows(ns, task, {"TARGET_QPS": target, "TTFT_SLO_MS": ttft, "TPOT_SLO_MS": tpot},
+                       ["per_instance_qps", "sizing"],
+                       {"per_instance_qps": qps, "sizing": lambda v, t=target, q=qps: isinstance(v, (list, tuple))
+                        and tuple(v) == _ref.ref_instances(t, q, 1, 1, 8)},
+                       "compute them with your functions from the trusted table, the SLOs and TARGET_QPS"):
+            break
     passed(f"{task} passes: both functions are right on {n_cases + n_cases // 3} cases made up just now, "
            "and the fleet follows from the trusted table")
 

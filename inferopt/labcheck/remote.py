@@ -22,6 +22,7 @@ from inferopt.labcheck import (
     _ACTIVE_TARGETS,
     CheckFailed,
     Copied,
+    Escaped,
     Probed,
     Shortcut,
     wire,
@@ -137,7 +138,7 @@ class Client:
             raise Probed(f"{self.task}: {where} calls the lab's check ({flags['probed']}): asking the check for the "
                          "accepted answer is not an answer; write it yourself")
         if flags.get("spawned"):
-            raise Shortcut(f"{self.task}: {where} starts another program ({flags['spawned']}) while it is graded; "
+            raise Escaped(f"{self.task}: {where} starts another program ({flags['spawned']}) while it is graded; "
                            "write it in Python, in the notebook")
 
     def call(self, name: str, args, kwargs):
@@ -155,6 +156,19 @@ class Client:
         if "raise" in reply:
             raise _exception(reply["raise"])
         return wire.decode(reply.get("ok"))
+
+    def rebind(self, inputs: dict, names) -> dict:
+        """The learner's values for ``names`` when the release names in ``inputs`` have other values: their
+        statements run again in the submission's process (see ``sandbox.rebind``). Raises what they raise."""
+        self._send({"op": "rebind", "inputs": {k: wire.encode(v) for k, v in inputs.items()}, "names": list(names),
+                    "forbid": [list(t) for block in _ACTIVE_TARGETS for t in block]})
+        reply = self._read()
+        self.flags(reply.get("flags", {}), "a cell of your notebook")
+        if reply.get("hits"):
+            raise Shortcut(f"{self.task}: a cell of your notebook calls {reply['hits'][0]}: write it yourself")
+        if reply.get("raise"):
+            raise _exception(reply["raise"])
+        return {k: wire.decode(v) for k, v in reply["values"].items()}
 
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
