@@ -2,8 +2,10 @@
 untouched lab, three wrong ones (one with a check cell edited into a fake pass), a file that is not
 a notebook, and two tampered untouched labs that must score 0: lab 5 plus a cell that silences every
 error (`get_ipython().set_custom_exc`), lab 2 plus a cell that replaces `inferopt.labcheck.lab2.task*`.
-Each task is graded in a fresh interpreter that takes only the task's definitions from the
-submission (inferopt/labcheck/isolated.py). Labs 1, 2 and 5 only: no engine starts."""
+Each task is graded by a fresh checker (inferopt/labcheck/isolated.py) that runs only the task's
+definitions from the submission, in a process of their own without the checks or solutions/
+(sandbox.py). A second folder: a lab that copies from solutions/ and one that asks the check and the
+decision engine for its answers score 0, with the reason in the CSV. Labs 1, 2 and 5 only: no engine starts."""
 from __future__ import annotations
 
 import ast
@@ -146,3 +148,50 @@ def test_isolated_task_ignores_tampering_and_catches_run_time_shortcuts():
                      "    return kv_bytes_per_token(cfg, kv_bytes) * tokens / 2**30"]
     ok, msg = grade.grade_task(task, patch, timeout=120, seed=1)
     assert not ok, msg
+
+
+def test_copying_and_probing_submissions_score_nothing_and_the_csv_says_why(tmp_path):
+    """Issue 34: a lab 5 that takes its functions from the worked solution (read from solutions/ while
+    graded) and a lab 1 that finds its answers by asking the check and the decision engine get no
+    points, and the CSV's reason column says why; the worked lab 5 next to them keeps its points."""
+    sub = tmp_path / "submissions"
+    sub.mkdir()
+    shutil.copy(SOLUTIONS / "lab5-monitoring-alerts.ipynb", sub / "ivy-lab5.ipynb")
+    reader = ("def _solution(name):\n    import re\n"
+              f"    text = open({str(SOLUTIONS / 'lab5-monitoring-alerts.md')!r}).read()\n    g = {{}}\n"
+              "    for block in re.findall(r'```\\{code-cell\\}\\n(.*?)```', text, re.S):\n"
+              "        try:\n            exec(block, g)\n        except Exception:\n            pass\n"
+              "    return g[name]\n")
+    names = ["my_rule", "my_test", "in_flight", "impossible_rows", "trusted", "best_qps_within_slo",
+             "instances_needed", "per_instance_qps", "sizing", "step_decision"]
+    _add_cell(LABS / "lab5-monitoring-alerts.ipynb", sub / "jo-lab5.ipynb",
+              reader + "".join(f"{n} = _solution({n!r})\n" for n in names))
+    probe = ("from inferopt import labcheck as _lc\nfrom inferopt.diagnosis.decision import diagnose as _dg\n"
+             "for _p in [p['id'] for p in knowledge.load('pitfalls')['pitfalls']]:\n"
+             "    try:\n        _lc.lab1.part3({'pitfall': _p})\n        pitfall = _p\n        break\n"
+             "    except Exception:\n        pass\n"
+             "answers = {n: (_dg(i['metrics'], i.get('slos', SLO), i['workload'], i['techniques_on']).branch, 'x')"
+             " for n, i in INCIDENTS.items()}\n"
+             "def worst_metric(metrics, slos):\n    return _dg(metrics, slos).worst_metric\n"
+             "def branch_for(metrics, slos):\n    return _dg(metrics, slos).branch\n")
+    _add_cell(LABS / "lab1-decision-tree.ipynb", sub / "kai-lab1.ipynb", probe)
+    out = tmp_path / "grades.csv"
+    proc = subprocess.run([sys.executable, "-m", "inferopt", "grade", str(sub), "--out", str(out)], check=False,
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {(r["file"], r["task"]): r for r in csv.DictReader(out.open(encoding="utf-8"))}
+    assert {k: float(r["points"]) for k, r in rows.items() if k[0] == "ivy-lab5.ipynb"} == {
+        ("ivy-lab5.ipynb", "lab5-task1"): 2, ("ivy-lab5.ipynb", "lab5-task2"): 2, ("ivy-lab5.ipynb", "lab5-task3"): 2,
+        ("ivy-lab5.ipynb", "lab5-task4"): 1}
+    assert all(r["reason"] == "passed" for k, r in rows.items() if k[0] == "ivy-lab5.ipynb")
+    for t in ("lab5-task1", "lab5-task2", "lab5-task3", "lab5-task4"):
+        r = rows[("jo-lab5.ipynb", t)]
+        assert float(r["points"]) == 0 and r["reason"] == "read the worked solutions or the checks' files", r
+        assert r["message"].startswith("Copied:"), r
+    want = {"lab1-part1": "called the package instead of computing it",
+            "lab1-part2": "called the package instead of computing it", "lab1-part3": "called the lab's check"}
+    for t, reason in want.items():
+        r = rows[("kai-lab1.ipynb", t)]
+        assert float(r["points"]) == 0 and r["reason"] == reason, r
+    for r in rows.values():
+        assert "\n" not in r["message"] and not any(re.search(p, r["message"]) for p in ANSWERS if r["points"] == "0"), r
