@@ -41,6 +41,9 @@ def add_subcommand(subparsers) -> None:
                        help=h, **extra)
     g = p.add_argument_group("deployment (joins the memory calculator in)")
     for k, h in DEPLOYMENT_FIELDS.items():
+        if k == "enforce_eager":
+            g.add_argument(_opt(k), dest=f"d_{k}", action="store_const", const=True, default=None, help=h)
+            continue
         typ = str if k in ("model", "gpu", "weight_format", "kv_dtype", "dtype") else float if k in (
             "gpu_memory_utilization", "runtime_buffer_gib") else int
         g.add_argument(_opt(k), dest=f"d_{k}", type=typ, help=h)

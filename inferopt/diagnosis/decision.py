@@ -76,6 +76,7 @@ from inferopt.diagnosis.inputs import (  # noqa: F401 (re-exported)
     read_inputs,
 )
 from inferopt.diagnosis.memory_view import _memory_candidates, _memory_view  # noqa: F401 (re-exported)
+from inferopt.diagnosis.model_view import model_view as _model_view
 from inferopt.diagnosis.report import Diagnosis, all_met_step, format_text, next_step  # noqa: F401 (re-exported)
 from inferopt.diagnosis.signals import read_metrics_source, signals_from_metrics  # noqa: F401 (re-exported)
 from inferopt.diagnosis.sizing import _flags_for, _pow2_floor, _size_action, _tp_size  # noqa: F401 (re-exported)
@@ -115,7 +116,8 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None) 
         nxt = all_met_step(any(getattr(s, k) is not None for k in SLO_FIELDS), not_checked, warnings)
         return Diagnosis(None, None, None, [], [], ["baseline"], [], [], [], [], [], [],
                          _conflicts(pitfalls, on, set(), facts, thresholds, techs), [], [],
-                         nxt, sorted(on_list), [], not_checked, [], signals_of(facts), mem_out, warnings)
+                         nxt, sorted(on_list), [], not_checked, [], signals_of(facts), mem_out, warnings,
+                         model=_model_view(b, s, w, dep, mem_out))
 
     branch_id = branches_failing[0]   # the first failing branch in the §4 order
     branch = next(x for x in tree["branches"] if x["id"] == branch_id)
@@ -127,7 +129,7 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None) 
     return Diagnosis(branch_id, branch["title"], worst, failing, branches_failing, walk.path, walk.matched,
                      [r["id"] for r in walk.recs], walk.recs, walk.actions, walk.already, walk.skipped, conflicts,
                      flags, flags_remove, nxt, sorted(on_list), changes, not_checked, walk.undecided,
-                     signals_of(facts), mem_out, warnings)
+                     signals_of(facts), mem_out, warnings, model=_model_view(b, s, w, dep, mem_out, worst))
 
 
 def conflicts_for(techniques_on, workload=None) -> list:

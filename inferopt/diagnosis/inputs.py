@@ -114,6 +114,8 @@ DEPLOYMENT_FIELDS = {
     "max_num_batched_tokens": "--max-num-batched-tokens now in force (default: vLLM 0.32's for the hardware)",
     "max_num_seqs": "--max-num-seqs now in force (default: vLLM 0.32's for the hardware)",
     "runtime_buffer_gib": "activations/CUDA graphs/context besides weights and KV, GiB (default 5)",
+    "enforce_eager": "true if the engine runs with --enforce-eager (no CUDA graphs)",
+    "api_server_count": "--api-server-count (API server processes; default 1)",
 }
 DRAFT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4")
 INT4_KERNELS = ("marlin", "other")
@@ -311,6 +313,8 @@ class Deployment:
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
     runtime_buffer_gib: float | None = None
+    enforce_eager: bool = False
+    api_server_count: int = 1
 
     @classmethod
     def from_dict(cls, d) -> Deployment:
@@ -332,6 +336,10 @@ class Deployment:
                 vals[k] = x
             elif k == "runtime_buffer_gib":
                 vals[k] = _number("deployment", k, v)
+            elif k == "enforce_eager":
+                if not isinstance(v, bool):
+                    raise CourseError(f"deployment.enforce_eager: give true or false, got {v!r}")
+                vals[k] = v
             else:
                 x = _number("deployment", k, v, count=True)
                 if x < 1:

@@ -34,6 +34,7 @@ class Diagnosis:
     signals: dict = field(default_factory=dict)
     memory: dict | None = None
     warnings: list = field(default_factory=list)
+    model: dict | None = None            # the performance model's view (diagnosis/model_view.py)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -138,5 +139,11 @@ def format_text(d: Diagnosis) -> str:
         lines.append(f"  not checked: {x['metric']} ({x['why']})")
     for x in d.warnings:
         lines.append(f"  warning: {x}")
+    if d.model and d.model.get("summary"):
+        lines.append(f"  model: {d.model['summary']}")
+        for c in d.model.get("candidates", []):
+            p = c["predicted"]
+            lines.append(f"    predicted after {c['name']} [{c['cost_kind']}]: TTFT {p['ttft_ms']:.0f} ms, "
+                         f"TPOT {p['tpot_ms']:.1f} ms, {p['throughput_tok_s']:.0f} tok/s ({p['binding_limit']})")
     lines.append(f"next: {d.next_step}")
     return "\n".join(lines)

@@ -208,13 +208,24 @@ class Roof:
 
 def device_roof(gpu) -> Roof:
     """The :class:`Roof` of an ``assets/gpus.yaml`` entry or GPU name (datasheet, dense)."""
+    if isinstance(gpu, str):
+        from inferopt.planning import gpu_catalog
+        return _named_roof(gpu_catalog.resolve(gpu))
+    return _roof_of(gpu)
+
+
+@lru_cache(maxsize=64)
+def _named_roof(gid: str) -> Roof:
     from inferopt.planning import gpu_catalog
-    g = gpu if isinstance(gpu, dict) else gpu_catalog.entry(gpu)
+    return _roof_of(gpu_catalog.entry(gid))
+
+
+def _roof_of(g: dict) -> Roof:
     peak = {p: g[f] * 1e12 for p, f in _PEAK_FIELDS.items() if g.get(f)}
     if "bf16" not in peak and "fp16" in peak:
         peak["bf16"] = peak["fp16"]            # a GPU without BF16 serves in FP16 at that rate
     if not peak or not g.get("memory_bandwidth_gb_s"):
-        raise CourseError(f"{g.get('name', gpu)}: assets/gpus.yaml gives no TFLOP/s or bandwidth figure")
+        raise CourseError(f"{g.get('name', g.get('id', 'this GPU'))}: assets/gpus.yaml gives no TFLOP/s or bandwidth figure")
     link = g.get("interconnect_gb_s")
     return Roof(g.get("id", g.get("name", "gpu")), peak, g["memory_bandwidth_gb_s"] * 1e9,
                 link * 1e9 if link else None)
