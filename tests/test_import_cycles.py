@@ -189,7 +189,7 @@ def layer_of(module: str) -> str:
         return "engines"
     if leaf == "tuning":   # the live tuning loop: restarts engines
         return "live parts"
-    if name.startswith(("planning", "diagnosis")) and leaf != "cli":
+    if name.startswith(("planning", "diagnosis", "performance")) and leaf != "cli":
         return "engines"
     if name.startswith(("serving", "bench", "monitoring")) and leaf not in ("plots", "cli"):
         return "live parts"
