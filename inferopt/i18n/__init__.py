@@ -2,7 +2,7 @@
 
 - ``edition()``: ``"en"`` or ``"zh"``. The one setting is the environment variable ``INFEROPT_EDITION``
   (``make lab EDITION=zh`` passes it). Without it, a kernel started in the Chinese edition's folder
-  (``zh/``) is Chinese, so a Chinese notebook opened from an English JupyterLab still speaks Chinese.
+  (``zh/chapters``, ``zh/labs``) is Chinese, so a Chinese notebook opened from an English JupyterLab still speaks Chinese.
 - ``tr(text, **values)``: the edition's form of an English string (``text`` is the key, as in gettext;
   ``{name}`` placeholders are filled from ``values`` after the lookup).
 - ``localize(message)``: the edition's form of a message composed elsewhere (a lab check's hint, a
@@ -35,7 +35,7 @@ RUNTIME_DOMAIN = "inferopt"  # locale/zh_CN/LC_MESSAGES/inferopt.po: widgets, ch
 
 
 def edition() -> str:
-    """``en`` or ``zh``: ``INFEROPT_EDITION`` if set, else ``zh`` inside the Chinese folder ``zh/``, else ``en``."""
+    """``en`` or ``zh``: ``INFEROPT_EDITION`` if set, else ``zh`` in a ``zh/chapters`` or ``zh/labs`` folder, else ``en``."""
     value = os.environ.get(ENV, "").strip().lower()
     if value:
         if value not in EDITIONS:
@@ -43,10 +43,11 @@ def edition() -> str:
                                      f"{', '.join(EDITIONS)} (e.g. make lab EDITION=zh)")
         return value
     try:
-        Path.cwd().resolve().relative_to(ZH_ROOT)
-    except (ValueError, OSError):
+        cwd = Path.cwd().resolve()
+    except OSError:
         return "en"
-    return "zh"
+    # a kernel runs in its notebook's folder: zh/chapters or zh/labs of this checkout or of a copy of it
+    return "zh" if cwd.name in ("chapters", "labs") and cwd.parent.name == "zh" else "en"
 
 
 def po_path(domain: str, language: str = "zh_CN") -> Path:
