@@ -76,16 +76,35 @@ def test_the_start_line_says_what_and_why():
     h100 = VLLMServer(kind="gpu", gpu="H100").start_line()
     assert "bfloat16" in h100 and "has it" in h100
     reasons = gpu_flags.for_gpu("T4").reasons
-    assert any("vllm/" in r for r in reasons)                     # the vLLM source the rule was read from
+    assert any("vllm/" in r or "assets/gpus.yaml" in r for r in reasons)   # where the answer was read
     assert VLLMServer(kind="cpu").start_line().startswith("CPU engine: dtype float32")
 
 
 def test_the_choice_comes_from_the_hardware_table(monkeypatch):
     """A wrong table gives other answers: the flags are read from assets/hardware_rules.yaml, not typed here."""
     t = copy.deepcopy(hardware.table())
+    wrong = {"min_capability": 7.0, "flags": ["--dtype", "bfloat16"],
+             "source": [{"file": "platforms/cuda.py", "function": "planted", "says": "a wrong floor"}]}
+    if gpu_flags.find_rule("bf16_dtype") is None:
+        t["planted"] = {"bf16_dtype": wrong}
     for section in t.values():
         if isinstance(section, dict) and "bf16_dtype" in section:
-            section["bf16_dtype"]["min_capability"] = 7.0
+            section["bf16_dtype"] = wrong
+    t["kv_cache"]["fp8_kv"] = dict(t["kv_cache"]["fp8_kv"], min_capability=7.0)
     monkeypatch.setattr(hardware, "table", lambda: t)
     assert gpu_flags.for_gpu("T4").dtype == "bfloat16"            # what the test above would catch
     assert _value(G.gpu_command({}, gpu=7.5), "--dtype") == "bfloat16"
+    argv = G.gpu_command({"extra_args": ["--kv-cache-dtype", "fp8"]}, gpu="T4")   # a wrong table lets FP8 KV through
+    assert _value(argv, "--kv-cache-dtype") == "fp8"
+
+
+def test_without_the_bf16_rule_the_catalog_answers(monkeypatch):
+    t = copy.deepcopy(hardware.table())
+    for section in t.values():
+        if isinstance(section, dict):
+            section.pop("bf16_dtype", None)
+    monkeypatch.setattr(hardware, "table", lambda: t)
+    assert gpu_flags.for_gpu("T4").dtype == "float16" and gpu_flags.for_gpu("A10").dtype == "bfloat16"
+    assert "assets/gpus.yaml" in gpu_flags.for_gpu("T4").line
+    bare = gpu_flags.for_gpu(7.5)                                  # a bare capability: vLLM's own auto dtype
+    assert bare.dtype == "auto" and bare.args() == [] and "vLLM picks" in bare.line

@@ -24,15 +24,22 @@ from inferopt.errors import CourseError
 BF16_RULE = "bf16_dtype"
 
 
-def rule(rule_id: str) -> dict:
-    """A rule of assets/hardware_rules.yaml by id, in whichever section of the table holds it."""
+def find_rule(rule_id: str) -> dict | None:
+    """A rule of assets/hardware_rules.yaml by id, in whichever section of the table holds it; None if absent."""
     from inferopt.planning import hardware
 
     for section in hardware.table().values():
         if isinstance(section, dict) and isinstance(section.get(rule_id), dict) and "min_capability" in section[rule_id]:
             return section[rule_id]
-    raise CourseError(f"assets/hardware_rules.yaml has no rule {rule_id!r}: regenerate it from vLLM "
-                      "(the #28 generator) or restore it from git")
+    return None
+
+
+def rule(rule_id: str) -> dict:
+    found = find_rule(rule_id)
+    if found is None:
+        raise CourseError(f"assets/hardware_rules.yaml has no rule {rule_id!r}: regenerate it from vLLM "
+                          "(the #28 generator) or restore it from git")
+    return found
 
 
 def cite(rule_id: str) -> str:
@@ -52,7 +59,7 @@ class GpuFlags:
     line: str                # the engine's start line says this
 
     def args(self) -> list[str]:
-        return ["--dtype", self.dtype]
+        return [] if self.dtype == "auto" else ["--dtype", self.dtype]
 
 
 def catalog_id(name: str) -> str | None:
@@ -72,17 +79,34 @@ def catalog_id(name: str) -> str | None:
     return None
 
 
-def _capability(gpu) -> tuple[str, float]:
+def _capability(gpu) -> tuple[str, float, str | None]:
     from inferopt.planning import hardware
 
     if isinstance(gpu, (int, float)) and not isinstance(gpu, bool):
-        return "this GPU", float(gpu)
+        return "this GPU", float(gpu), None
     gid = catalog_id(str(gpu))
     cap = hardware.capability(gid) if gid else None
     if cap is None or cap == 0.0:
         raise CourseError(f"gpu={gpu!r}: give a CUDA GPU of the catalog (T4, L4, A100, H100, ...) or its compute "
                           "capability, e.g. 7.5")
-    return str(gpu), cap
+    return str(gpu), cap, gid
+
+
+def _bf16(cap: float, gid: str | None) -> tuple[bool | None, str]:
+    """(has bfloat16, source): the table's bf16_dtype rule; without it the catalog's bf16_support of a catalog
+    GPU (assets/gpus.yaml); None when neither answers (a bare capability and no rule)."""
+    r = find_rule(BF16_RULE)
+    if r is not None:
+        floor = r["min_capability"]
+        ok = cap >= float(floor)
+        return ok, (f"compute capability {cap} >= {floor}" if ok else f"below compute capability {floor}") + \
+            f" ({cite(BF16_RULE)})"
+    if gid is not None:
+        from inferopt.planning import gpu_catalog
+
+        ok = bool(gpu_catalog.entry(gid)["bf16_support"])
+        return ok, f"the GPU catalog's bf16_support for {gid} (assets/gpus.yaml)"
+    return None, "no bfloat16 rule in assets/hardware_rules.yaml and not a catalog GPU"
 
 
 def _values(args: list[str], flag: str) -> list[str]:
@@ -109,21 +133,21 @@ def _rules_for(section: str, flag: str, value: str) -> list[str]:
 
 def for_gpu(gpu, dtype: str | None = None, extra_args=()) -> GpuFlags:
     """The dtype for ``gpu`` and a check of the KV dtype / quantization flags in ``extra_args``."""
-    name, cap = _capability(gpu)
-    bf16 = supports(cap, BF16_RULE)
-    src = cite(BF16_RULE)
-    floor = rule(BF16_RULE)["min_capability"]
+    name, cap, gid = _capability(gpu)
+    bf16, src = _bf16(cap, gid)
     if dtype in (None, "auto"):
-        chosen = "bfloat16" if bf16 else "float16"
-        why = (f"bfloat16: the GPU has it (compute capability {cap} >= {floor})" if bf16 else
-               f"float16: no bfloat16 below compute capability {floor}")
+        if bf16 is None:
+            chosen, why = "auto", f"auto: vLLM picks ({src})"
+        else:
+            chosen = "bfloat16" if bf16 else "float16"
+            why = f"bfloat16: the GPU has it, {src}" if bf16 else f"float16: no bfloat16 {src}"
     else:
         chosen = {"half": "float16", "bf16": "bfloat16"}.get(dtype, dtype)
-        if chosen == "bfloat16" and not bf16:
-            raise CourseError(f"dtype bfloat16 on {name} (compute capability {cap}): vLLM runs bfloat16 only from "
-                              f"compute capability {floor} ({src}); use dtype='float16'")
+        if chosen == "bfloat16" and bf16 is False:
+            raise CourseError(f"dtype bfloat16 on {name} (compute capability {cap}): vLLM runs bfloat16 only where "
+                              f"the GPU has it ({src}); use dtype='float16'")
         why = f"{chosen}: asked for"
-    reasons = [f"{why} ({src})"]
+    reasons = [why]
     args = [str(a) for a in extra_args]
     for flag, section, what in (("--kv-cache-dtype", "kv_cache", "KV cache"), ("--quantization", "quantization",
                                                                                "quantization")):

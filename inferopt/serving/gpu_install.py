@@ -172,7 +172,10 @@ def _floor():
     """(lowest compute capability vLLM 0.32 runs on, citation) from assets/hardware_rules.yaml."""
     from inferopt.serving import gpu_flags
 
-    return float(gpu_flags.rule(FLOOR_RULE)["min_capability"]), gpu_flags.cite(FLOOR_RULE)
+    r = gpu_flags.find_rule(FLOOR_RULE)
+    if r is None:
+        return None, f"vLLM's compute-capability floor is not in assets/hardware_rules.yaml (rule {FLOOR_RULE})"
+    return float(r["min_capability"]), gpu_flags.cite(FLOOR_RULE)
 
 
 def _capability(m: Machine) -> tuple[float | None, str]:
@@ -233,7 +236,7 @@ def choose(m: Machine, build: str | None = None) -> InstallPlan:
     cap, cap_from = _capability(m)
     floor, floor_cite = _floor()
     gpu_names = ", ".join(dict.fromkeys(m.gpus)) or "the GPU"
-    if cap is not None and cap < floor:
+    if cap is not None and floor is not None and cap < floor:
         return InstallPlan(False, None, [], [],
                            f"{gpu_names} has compute capability {cap} ({cap_from}); vLLM {t['vllm_version']} runs "
                            f"from {floor} (T4 and newer): use the CPU engine, make setup INFEROPT_ENGINE=cpu",
@@ -246,7 +249,8 @@ def choose(m: Machine, build: str | None = None) -> InstallPlan:
             skipped = [f"{o} needs driver >= {builds[o]['min_driver']}" for o in list(builds)[:list(builds).index(bid)]]
             cap_txt = f"compute capability {cap} ({cap_from})" if cap is not None else f"compute capability unknown: {cap_from}"
             line = (f"{gpu_names}: {why}; {cap_txt}: installing vLLM {t['vllm_version']} {bid} "
-                    f"(CUDA {b['cuda']})" + (f"; {', '.join(skipped)}" if skipped and not build else ""))
+                    f"(CUDA {b['cuda']})" + (f"; {', '.join(skipped)}" if skipped and not build else "")
+                    + (f"; not checked: {floor_cite}" if floor is None else ""))
             return InstallPlan(True, bid, list(b["packages"]), list(b["index_urls"]), line,
                                list(b["sources"]) + [t["drivers"]["source"]])
     need = min(builds.values(), key=lambda b: b["min_driver"])

@@ -76,12 +76,16 @@ HOSTED_PACKAGES = ("pyyaml", "jsonschema", "requests", "prometheus_client", "aio
 
 
 def course_requirements() -> list[str]:
-    """The lines of requirements.txt a hosted runtime needs beside its own Jupyter (not JupyterLab, the
-    book or the browser tests: Colab and Kaggle bring their notebook server)."""
+    """The course's requirement lines (``requirements.in``, the ranges the locks are compiled from) a hosted
+    runtime needs beside its own Jupyter (not JupyterLab, the book or the browser tests: Colab and Kaggle bring
+    their notebook server)."""
     from inferopt.paths import REPO_ROOT
 
+    src = next((p for p in (REPO_ROOT / "requirements.in", REPO_ROOT / "requirements.txt") if p.is_file()), None)
+    if src is None:
+        raise CourseError("the course's requirements.in is missing: restore it from git")
     out = []
-    for line in (REPO_ROOT / "requirements.txt").read_text().splitlines():
+    for line in src.read_text().splitlines():
         spec = line.split("#")[0].strip()
         name = spec.split("==")[0].strip().lower().replace("-", "_")
         if spec and name in HOSTED_PACKAGES:
@@ -117,8 +121,9 @@ def plan_for(answers: dict, course_dir: str | None = None) -> HostedPlan:
     probe = VLLMServer(kind="gpu", gpu=gpu,
                        kv_cache_gib=KV_CACHE_GIB, gpu_memory_utilization=0.5, quiet=True)
     flags = probe.gpu_flags()
+    two_bytes = "float16" if flags.dtype in ("float16", "auto") else flags.dtype   # auto: 16-bit on every CUDA GPU
     share = engine_share(1, free_bytes=free, total_bytes=total, kv_cache_gib=KV_CACHE_GIB,
-                         dtype=flags.dtype, weight_format="fp16" if flags.dtype == "float16" else "bf16")
+                         dtype=two_bytes, weight_format="fp16" if two_bytes == "float16" else "bf16")
     srv = VLLMServer(kind="gpu", gpu=probe.gpu, kv_cache_gib=KV_CACHE_GIB,
                      gpu_memory_utilization=share.gpu_memory_utilization, quiet=True)
     argv = srv.command()
