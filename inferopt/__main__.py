@@ -32,6 +32,7 @@ COMMAND_MODULES = [
     "inferopt.diagnosis.tuning",      # tune
     "inferopt.bench.cli",             # bench sweep | bench import
     "inferopt.labcheck.grade",        # grade (a folder of submitted lab notebooks)
+    "inferopt.vllm_oracle.hardware_table",  # hardware-table (regenerate assets/hardware_rules.yaml from vLLM)
 ]
 BAD_INPUT = 2
 

@@ -47,11 +47,15 @@ def test_each_rule_is_what_vllms_source_says(rid):
         assert found_number, f"{rid}: no source function states {cap}"
 
 
-def test_fp8_kv_rule_is_the_triton_backend_accepting_every_gpu():
-    body = _function_source(VLLM / "v1/attention/backends/triton_attn.py",
-                            "TritonAttentionBackend.supports_compute_capability")
-    assert "return True" in body
-    assert '"fp8"' in (VLLM / "v1/attention/backends/triton_attn.py").read_text()
+def test_fp8_kv_rule_is_the_constructor_check_and_flashinfers_floor():
+    """Read beside the generated table (tests/test_hardware_table.py CALLS them): the Triton backend
+    accepts every capability in its class method, but its constructor refuses FP8 KV before SM89; FlashInfer
+    holds FP8 KV from SM80."""
+    body = _function_source(VLLM / "v1/attention/backends/triton_attn.py", "TritonAttentionImpl.__init__")
+    assert 'kv_cache_dtype.startswith("fp8")' in body and "has_device_capability(89)" in body
+    fi = _function_source(VLLM / "v1/attention/backends/flashinfer.py", "FlashInferBackend.supports_compute_capability")
+    assert "DeviceCapability(8, 0)" in fi
+    assert hardware.min_capability("fp8_kv") == 8.0
 
 
 def test_token_budget_defaults_are_get_batch_defaults():
@@ -72,7 +76,8 @@ def test_gpu_generations():
     assert hardware.fp8_mode("H100") == "w8a8" and hardware.fp8_mode("L4") == "w8a8"
     assert hardware.fp8_mode("V100") is None and hardware.fp8_mode("CPU") is None
     assert hardware.supports("T4", "int4_marlin") and not hardware.supports("V100", "int4_marlin")
-    assert hardware.supports("V100", "fp8_kv")
+    assert not hardware.supports("V100", "fp8_kv") and not hardware.supports("T4", "fp8_kv")
+    assert hardware.supports("A100", "fp8_kv")
     assert "fp8.py" in hardware.cite("fp8_w8a16")
     with pytest.raises(CourseError, match="not in assets/hardware_rules.yaml"):
         hardware.rule("fp4")

@@ -115,7 +115,8 @@ def _memory_candidates(view: dict, dep: Deployment, w: Workload) -> list:
             add("fp8", 1, ["--quantization", "fp8"],
                 "FP8 weights" + (" (weight-only W8A16 through FP8 Marlin: memory, not speed)" if fp8_mode == "w8a16" else ""),
                 weight_format="fp8")
-    if M.kv_dtype_bytes(kw["kv_dtype"], kw["dtype"]) > 1 and (gpu or _this_cpu_fp8_kv()):
+    fp8_kv_here = hardware.supports(gpu, "fp8_kv") if gpu else _this_cpu_fp8_kv()   # vLLM refuses it below Ampere
+    if M.kv_dtype_bytes(kw["kv_dtype"], kw["dtype"]) > 1 and fp8_kv_here:
         add("kv_cache_quant", 1, ["--kv-cache-dtype", "fp8"], "FP8 KV", kv_dtype="fp8")
     if gpu and kw["weight_format"] not in ("int4",) and hardware.supports(gpu, "int4_marlin"):
         add("int4_awq_marlin", 2, ["--quantization", "awq_marlin"], "INT4 weights (AWQ + Marlin)", weight_format="int4")

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
 from inferopt.errors import CourseError
 from inferopt.paths import REPO_ROOT
@@ -26,6 +27,15 @@ def vllm_version() -> str:
     raise CourseError("vLLM is not installed in this environment; run `make setup` (the oracle asks the installed vLLM)")
 
 
+def _oracle_code() -> str:
+    """The oracle's own source and the GPU catalog: a change to either asks vLLM again."""
+    from inferopt import assets
+
+    here = Path(__file__).parent
+    text = "".join(f.read_text(encoding="utf-8") for f in sorted(here.glob("*.py")))
+    return hashlib.sha256((text + assets.text("gpus.yaml")).encode()).hexdigest()
+
+
 def _key(job: dict) -> str:
     from inferopt.vllm_oracle.engine_config import config_path
 
@@ -37,7 +47,7 @@ def _key(job: dict) -> str:
             extra = config_path(split_command(job["cmd"])[0]).read_text(encoding="utf-8")
         except CourseError:
             extra = ""
-    raw = json.dumps(job, sort_keys=True) + vllm_version() + extra
+    raw = json.dumps(job, sort_keys=True) + vllm_version() + extra + _oracle_code()
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
 

@@ -50,18 +50,21 @@ NOT_RUN = {
 }
 
 _STUB_MODULES = ("vllm._C_stable_libtorch", "vllm._moe_C_stable_libtorch", "vllm.vllm_flash_attn")
+# packages the GPU wheel installs beside vLLM and the CPU venv lacks: every module under them is a stub
+_STUB_PACKAGES = ("flashinfer",)
 # vllm/_custom_ops.py functions that call the compiled CUDA library to ask what it supports
 _KERNEL_QUERIES = ("cutlass_scaled_mm_supports_fp8", "cutlass_scaled_mm_supports_block_fp8",
                    "cutlass_group_gemm_supported", "cutlass_scaled_mm_supports_fp4")
-STUBS = {"modules": _STUB_MODULES, "kernel_queries_answered_no": _KERNEL_QUERIES}
+STUBS = {"modules": _STUB_MODULES, "packages": _STUB_PACKAGES, "kernel_queries_answered_no": _KERNEL_QUERIES}
 
 _state = {"installed": None, "target": None}
 
 
 def _needs_device(what: str):
-    def f(*args, **kwargs):
+    """A stand-in for a kernel: a class (so it also serves in type annotations) that raises when called."""
+    def new(cls, *args, **kwargs):
         raise NeedsDevice(f"{what} needs the CUDA kernels, which this CPU build does not have")
-    return f
+    return type(what.rpartition(".")[2], (), {"__new__": new, "__doc__": f"stub of {what}"})
 
 
 def _stub_module(name: str) -> types.ModuleType:
@@ -74,7 +77,28 @@ def _stub_module(name: str) -> types.ModuleType:
         return _needs_device(f"{name}.{a}")
 
     mod.__getattr__ = attr
+    mod.__path__ = []          # a package: its submodules are stubs too (_StubFinder)
     return mod
+
+
+class _StubFinder:
+    """Import hook: any module under _STUB_PACKAGES is a stub (when the real package is absent)."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        import importlib.machinery
+
+        if name.split(".")[0] not in _STUB_PACKAGES:
+            return None
+        return importlib.machinery.ModuleSpec(name, _StubFinder, is_package=True)
+
+    @staticmethod
+    def create_module(spec):
+        return _stub_module(spec.name)
+
+    @staticmethod
+    def exec_module(module):
+        return None
 
 
 def _target_class():
@@ -128,6 +152,10 @@ def install(kind: str = "cuda") -> str:
     if kind == "cuda":
         for name in _STUB_MODULES:
             sys.modules.setdefault(name, _stub_module(name))
+        import importlib.util
+
+        if any(importlib.util.find_spec(p) is None for p in _STUB_PACKAGES):
+            sys.meta_path.append(_StubFinder)
         import vllm.platforms as platforms
 
         platforms.current_platform = _target_class()()
