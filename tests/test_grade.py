@@ -195,3 +195,28 @@ def test_copying_and_probing_submissions_score_nothing_and_the_csv_says_why(tmp_
         assert float(r["points"]) == 0 and r["reason"] == reason, r
     for r in rows.values():
         assert "\n" not in r["message"] and not any(re.search(p, r["message"]) for p in ANSWERS if r["points"] == "0"), r
+
+
+def test_a_submission_that_switches_off_the_sandbox_hooks():
+    """Code that finds the submission process's own audit-hook switch and turns it off, then reads the
+    worked solution. Where user namespaces are allowed (``unshare -r -m``) the grader also hides
+    solutions/, .git, tests/ and the checks in a mount namespace, so the file is not there; where they
+    are not, this gets through, as INSTRUCTORS.md says."""
+    from inferopt.labcheck import grade, remote
+
+    evade = ("import sys as _sys\ndef _solution(name):\n    import re\n    f = _sys._getframe()\n"
+             "    while f is not None:\n        if '_GUARD' in f.f_globals:\n            f.f_globals['_GUARD']['on'] = 0\n"
+             "        f = f.f_back\n"
+             f"    text = open({str(SOLUTIONS / 'lab2-memory-calculator.md')!r}).read()\n    g = {{}}\n"
+             "    for block in re.findall(r'```\\{code-cell\\}\\n(.*?)```', text, re.S):\n"
+             "        try:\n            exec(block, g)\n        except Exception:\n            pass\n"
+             "    return g[name]\n"
+             "kv_bytes_per_token, kv_gb_per_request = _solution('kv_bytes_per_token'), _solution('kv_gb_per_request')\n")
+    labs = grade.release_checks()
+    task = next(t for t in grade.release_tasks("lab2", labs) if t["grade_id"] == "lab2-task1")
+    cells = grade.submission_cells(json.loads((LABS / "lab2-memory-calculator.ipynb").read_text())) + [evade]
+    ok, msg = grade.grade_task(task, cells, timeout=120, seed=1)
+    if remote.hidden_prefix():
+        assert not ok and "FileNotFoundError" in msg and "solutions" in msg, msg
+    else:
+        assert ok, msg

@@ -660,13 +660,23 @@ def _ref_implied(row, n):
 # ---- issue 34: a check run over and over on one notebook, and what only the grader can see -------------------
 
 
-@pytest.mark.parametrize("gid", sorted(CHECKS))
+def test_every_check_counts_its_runs():
+    """Each check cell's function counts its runs on a notebook (``labcheck.counted``)."""
+    for lab, fn, _ in CHECKS.values():
+        check = getattr(getattr(labcheck, lab), fn)
+        assert getattr(check, "__wrapped__", None) is not None, f"{lab}.{fn} is not decorated with @counted"
+
+
+# one quick check per lab: the counting is the same decorator on every check
+@pytest.mark.parametrize("gid", ["lab1-part3", "lab2-task2", "lab3-task1", "lab4-task3", "lab5-task4"])
 def test_a_check_run_over_and_over_stops_judging(gid, monkeypatch):
     """A loop that calls a check until it passes (a search for the accepted answer) is noticed: past
     PROBE_LIMIT runs on one notebook the check says so and judges no more (the limit is lowered here
     to keep the test short; the notebook's limit is labcheck.PROBE_LIMIT)."""
     lab, fn, _ = CHECKS[gid]
-    monkeypatch.setattr(labcheck, "PROBE_LIMIT", 2)
+    from inferopt.labcheck import honesty
+
+    monkeypatch.setattr(honesty, "PROBE_LIMIT", 2)
     ns = namespace(lab)
     for _ in range(2):
         assert "passes" in run_check(lab, fn, ns)

@@ -26,7 +26,9 @@ import os
 import random
 import sys
 
-from inferopt.errors import CourseError, OneLine
+from inferopt.errors import CourseError
+from inferopt.labcheck.honesty import PROBE_LIMIT, REBIND, count_run, counted, follows  # noqa: F401
+from inferopt.labcheck.verdicts import CheckFailed, Copied, Escaped, NotDone, Probed, Shortcut  # noqa: F401
 from inferopt.labcheck.watch import (  # noqa: F401  (the checks and the grader import them from here)
     _ACTIVE,
     _ACTIVE_TARGETS,
@@ -37,97 +39,10 @@ from inferopt.labcheck.watch import (  # noqa: F401  (the checks and the grader 
 )
 
 
-class CheckFailed(OneLine, AssertionError):
-    """A lab check failed; the message says what is wrong and hints at the fix. Shown as one line."""
-
-
-class NotDone(CheckFailed):
-    """The task has not been attempted yet (a name is missing, or the stub still raises)."""
-
-
-class Shortcut(CheckFailed):
-    """The learner's code called the package function the task asks them to write."""
-
-
-class Copied(Shortcut):
-    """The learner's code read the worked solutions (or the checks' own files) while it was graded."""
-
-
-class Probed(Shortcut):
-    """The learner's code called a lab check: a search for the accepted answer, not an answer."""
-
-
-class Escaped(Shortcut):
-    """The learner's code started another program while it was graded (a way around the closed files)."""
-
-
 def rng(seed=None) -> random.Random:
     """A generator for check-time cases: 128 bits from os.urandom each run unless a seed is given (tests
     pin one), so no table of inputs seen in an earlier run covers the next one."""
     return random.Random(int.from_bytes(os.urandom(16), "big") if seed is None else seed)
-
-
-# ---- values that must follow from the learner's functions, not be typed ------------------------------
-REBIND = "__labcheck_rebind__"  # set by the grader only: rebind(inputs, names) -> the names' values
-
-
-def follows(ns: dict, task: str, inputs: dict, names, want: dict, hint: str, about: str = "") -> bool:
-    """When graded: run again the learner's statements that bind ``names`` with the release's ``inputs``
-    changed, and compare with ``want`` ({name: value or predicate}); a typed value does not follow.
-    False (nothing checked) in a notebook, where the check cannot re-run a cell."""
-    rebind = ns.get(REBIND)
-    if not callable(rebind):
-        return False
-    try:
-        got = rebind(inputs, names)
-    except CheckFailed:
-        raise
-    except Exception as exc:
-        changed = about or ", ".join(f"`{k}`" for k in inputs)
-        raise CheckFailed(f"{task}: with other values in {changed}, the cell that defines "
-                          f"{', '.join(f'`{n}`' for n in names)} raised {type(exc).__name__}: {exc}") from None
-    about = about or ", ".join(f"`{k}`" for k in inputs)
-    for n, w in want.items():
-        ok = w(got.get(n)) if callable(w) else got.get(n) == w
-        if not ok:
-            raise CheckFailed(f"{task}: `{n}` does not follow {about}: when the grader gives them other values, yours "
-                              f"stays wrong; {hint}")
-    return True
-
-
-# ---- a check run many times in one kernel is noticed --------------------------------------------------
-PROBE_LIMIT = 20  # runs of one check on one namespace before it stops judging (restart the kernel)
-_RUNS: dict = {}  # id(namespace) -> (namespace, {check: runs}); the namespace is kept so its id is not reused
-
-
-def count_run(ns: dict, check: str) -> int:
-    """Count one run of ``check`` on this notebook namespace; a Probed past PROBE_LIMIT runs.
-
-    Honest work runs a check a few times; a loop that calls the check until it passes (to find an
-    accepted answer) runs it many. This is the notebook's view only (a learner can clear the count
-    in their own kernel); the grader refuses any submission that calls a check at all."""
-    if not isinstance(ns, dict):
-        return 0
-    _ns, counts = _RUNS.setdefault(id(ns), (ns, {}))
-    counts[check] = counts.get(check, 0) + 1
-    if counts[check] > PROBE_LIMIT:
-        raise Probed(f"{check}: this check has run {counts[check]} times in this kernel, which is what a search for "
-                     "the accepted answer looks like; it judges no more runs here. Restart the kernel and run the "
-                     "notebook once (Run All); the grader runs your code where no check can be called")
-    return counts[check]
-
-
-def counted(fn):
-    """Decorator for a lab's check functions: each run on a namespace is counted (``count_run``)."""
-    import functools
-
-    label = f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"
-
-    @functools.wraps(fn)
-    def check(ns, *args, **kwargs):
-        count_run(ns, label)
-        return fn(ns, *args, **kwargs)
-    return check
 
 
 def need(ns: dict, task: str, *names: str):

@@ -31,7 +31,7 @@ from inferopt.paths import ASSETS, REPO_ROOT
 
 PACKAGE = Path(__file__).resolve().parent.parent
 # what the submission's process may import from inferopt/labcheck: the public helpers and its own code
-SHIM_LABCHECK = ("__init__.py", "cells.py", "sandbox.py", "watch.py", "wire.py")
+SHIM_LABCHECK = ("__init__.py", "cells.py", "honesty.py", "sandbox.py", "verdicts.py", "watch.py", "wire.py")
 ALLOW = (".venv", "assets", ".cache", "inferopt" + os.sep)
 
 BOOT = """import os, sys
@@ -50,6 +50,28 @@ if not inferopt.__file__.startswith(shim):
 import runpy
 runpy.run_module('inferopt.labcheck.sandbox', run_name='__main__')
 """
+
+
+# with user namespaces (``unshare -r -m``), the submission's process also gets a mount namespace in which
+# these folders of the course are empty: not only closed by the audit hook, but not on disk for it
+HIDE = ("solutions", ".git", "book", "build", "tests", "inferopt/labcheck")
+MOUNT = 'for d in "$@"; do [ "$d" = -- ] && break; mount -t tmpfs none "$d"; shift; done; shift; exec "$@"'
+
+
+def hidden_prefix() -> list[str]:
+    """``unshare ... sh -c MOUNT`` with the folders to hide, or [] where user namespaces are not allowed."""
+    dirs = [str(REPO_ROOT / d) for d in HIDE if (REPO_ROOT / d).is_dir()]
+    prefix = ["unshare", "-r", "-m", "sh", "-c", MOUNT, "sh", *dirs, "--"]
+    if _CAN_UNSHARE["v"] is None:  # tried once per process, with the real folders
+        try:
+            _CAN_UNSHARE["v"] = shutil.which("unshare") is not None and subprocess.run(
+                [*prefix, "true"], capture_output=True, timeout=20, check=False).returncode == 0
+        except (OSError, subprocess.SubprocessError):
+            _CAN_UNSHARE["v"] = False
+    return prefix if _CAN_UNSHARE["v"] else []
+
+
+_CAN_UNSHARE: dict = {"v": None}
 
 
 def shim(root: Path) -> Path:
@@ -105,7 +127,8 @@ class Client:
         work.mkdir()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "INFEROPT"))}
         env.update(INFEROPT_CACHE=str(root / "cache"), INFEROPT_RESULTS=str(root / "results"))
-        self.proc = subprocess.Popen([sys.executable, "-I", "-B", "-c", BOOT, str(shim_dir), str(REPO_ROOT)],
+        self.hidden = hidden_prefix()
+        self.proc = subprocess.Popen([*self.hidden, sys.executable, "-I", "-B", "-c", BOOT, str(shim_dir), str(REPO_ROOT)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      cwd=work, env=env, text=True, encoding="utf-8")
         self._send({"release_cells": job["release_cells"], "required": job["required"],
