@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 
 from inferopt import assets
 from inferopt.errors import CourseError
-from inferopt.paths import ASSETS
 from inferopt.performance import profiles as P
 from inferopt.performance.predict import predict
 from inferopt.planning import roofline as R
@@ -246,7 +245,7 @@ def main(argv=None) -> int:
             print(f"== {kind}\n{cals[kind].table()}\n")
     if a.write:
         profs = {k: cals[k].profile if k in cals else P.profile(k) for k in ("gpu", "cpu")}
-        (ASSETS / "performance" / "profiles.yaml").write_text(HEADER + "\n".join(_entry(p) for p in profs.values()) + "\n")
+        assets.path("performance/profiles.yaml").write_text(HEADER + "\n".join(_entry(p) for p in profs.values()) + "\n")
         assets.clear_cache()
     return 0
 
