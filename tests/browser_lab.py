@@ -48,7 +48,7 @@ class CourseLab(ManagedProcess):
     ready_timeout_s = 120.0
     # what the lab serves: a copy, so that nothing the browser does (clear, run, autosave) can
     # write to the repository's notebooks; the kernels import this checkout's inferopt
-    served = ("chapters", "solutions", "jupytext.toml")
+    served = ("chapters", "solutions", "zh", "jupytext.toml")
 
     def __init__(self, workdir: Path):
         self.workdir = Path(workdir)

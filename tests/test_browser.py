@@ -288,3 +288,50 @@ def test_start_page_first_live_request(lab, page):
         assert "port free again: True" in nbp.text_of(nbp.code_cell_with("srv.stop()"))
     finally:
         nbp.close()
+
+
+def test_the_chinese_edition_as_a_learner_sees_it(lab, browser):
+    """中文版 in the same JupyterLab: the decision widget and the memory calculator of the Chinese chapters
+    show Chinese labels (and not the English ones), and a wrong answer in a Chinese lab gets a Chinese hint.
+    The kernels know the edition from their folder (zh/chapters, zh/labs): this lab sets no INFEROPT_EDITION."""
+    pg = browser.new_page()
+    nbp = NotebookPage(pg, lab, "zh/chapters/02-decision-tree.ipynb").open()
+    try:
+        nbp.run(skip_code_cells=live_code_cells(lab.root / nbp.path))
+        _assert_clean(nbp, "zh-02-decision-tree")
+        pos = nbp.code_cell_with("DecisionWidget()")
+        cell = nbp.cell(pos)
+        assert _field(cell, "TTFT P95（毫秒）").count() == 1 and _field(cell, "TTFT P95 ms").count() == 0
+        text = nbp.text_of(pos)
+        assert "基线" in text and "下一步：" in text and "Baseline" not in text, text[:400]
+        nbp.screenshot("zh-02-decision-widget", pos)
+    finally:
+        nbp.close()
+    pg = browser.new_page()
+    nbp = NotebookPage(pg, lab, "zh/chapters/05-end-to-end-deployment.ipynb").open()
+    try:
+        nbp.run(skip_code_cells=live_code_cells(lab.root / nbp.path))
+        pos = nbp.code_cell_with("MemoryWidget()")
+        cell = nbp.cell(pos)
+        assert _field(cell, "TP（GPU 数）", "select").count() == 1 and _field(cell, "TP (GPUs)", "select").count() == 0
+        assert "最大并发" in nbp.text_of(pos)
+        nbp.screenshot("zh-05-memory-widget", pos)
+    finally:
+        nbp.close()
+    # lab 1, part 3 answered with a real pitfall id that is not the plan's: the check's hint in Chinese
+    src = json.loads((lab.root / "zh/labs/lab1-decision-tree.ipynb").read_text(encoding="utf-8"))
+    code = [c for c in src["cells"] if c["cell_type"] == "code"]
+    answer = next(k for k, c in enumerate(code) if "part3(" in "".join(c["source"])) - 1
+    code[answer]["source"] = 'pitfall = "spec_continuous_batching"\n'
+    scratch = lab.root / "zh/labs/lab1-wrong-answer.ipynb"
+    scratch.write_text(json.dumps(src), encoding="utf-8")
+    pg = browser.new_page()
+    nbp = NotebookPage(pg, lab, "zh/labs/lab1-wrong-answer.ipynb").open()
+    try:
+        nbp.run(skip_code_cells=set(range(len(code))) - {0, answer, answer + 1}, by_cell=True)
+        hint = nbp.text_of(answer + 1, ".jp-OutputArea-output")
+        assert "第 3 部分：引擎中 'spec_continuous_batching' 的规则对这个方案不触发" in hint, hint
+        nbp.screenshot("zh-lab1-wrong-answer", answer + 1)
+    finally:
+        nbp.close()
+        scratch.unlink()
