@@ -99,13 +99,12 @@ def _bf16(cap: float, gid: str | None) -> tuple[bool | None, str]:
     if r is not None:
         floor = r["min_capability"]
         ok = cap >= float(floor)
-        return ok, (f"compute capability {cap} >= {floor}" if ok else f"below compute capability {floor}") + \
-            f" ({cite(BF16_RULE)})"
+        return ok, f"compute capability {cap} {'>=' if ok else '<'} {floor}, {cite(BF16_RULE)}"
     if gid is not None:
         from inferopt.planning import gpu_catalog
 
         ok = bool(gpu_catalog.entry(gid)["bf16_support"])
-        return ok, f"the GPU catalog's bf16_support for {gid} (assets/gpus.yaml)"
+        return ok, f"the GPU catalog's bf16_support for {gid}, assets/gpus.yaml"
     return None, "no bfloat16 rule in assets/hardware_rules.yaml and not a catalog GPU"
 
 
@@ -140,7 +139,7 @@ def for_gpu(gpu, dtype: str | None = None, extra_args=()) -> GpuFlags:
             chosen, why = "auto", f"auto: vLLM picks ({src})"
         else:
             chosen = "bfloat16" if bf16 else "float16"
-            why = f"bfloat16: the GPU has it, {src}" if bf16 else f"float16: no bfloat16 {src}"
+            why = f"bfloat16: the GPU has it ({src})" if bf16 else f"float16: no bfloat16 ({src})"
     else:
         chosen = {"half": "float16", "bf16": "bfloat16"}.get(dtype, dtype)
         if chosen == "bfloat16" and bf16 is False:
@@ -164,5 +163,5 @@ def for_gpu(gpu, dtype: str | None = None, extra_args=()) -> GpuFlags:
                                   f"drop the flag for this GPU")
             reasons.append(f"{flag} {value}: runs from {min(float(rule(r)['min_capability']) for r in ids)} "
                            f"({'; '.join(cite(r) for r in ids)})")
-    line = f"GPU {name} (compute capability {cap}): dtype {why}"
+    line = f"GPU {'' if gid is None and name == 'this GPU' else name + ' '}(compute capability {cap}): dtype {why}"
     return GpuFlags(name, cap, chosen, tuple(reasons), line)
