@@ -36,8 +36,9 @@ SPAWN_EVENTS = {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "o
 def _closed(path: str) -> str:
     """Why a path is closed to learner code while graded ('' when it is open)."""
     repo, shim = _GUARD["repo"], _GUARD["shim"]
-    if path.startswith("/proc/") and not path.startswith(("/proc/self", f"/proc/{_GUARD['pid']}/")):
-        return "another process's files"
+    parts = path.split(os.sep)
+    if len(parts) > 2 and parts[1] == "proc" and parts[2].isdigit() and parts[2] != _GUARD["pid"]:
+        return "another process's files"  # /proc/<pid>/... of the checker, say (/proc/cpuinfo stays open)
     for root in (repo, shim):
         if root and (path == root or path.startswith(root + os.sep)):
             rel = path[len(root) + 1:]
