@@ -92,11 +92,11 @@ def tree_figure(diagnosis: Diagnosis | None = None):
         lt.append(_short(nodes[cid][2].split(": ", 1)[1], 44) + "<br>→ " + ", ".join(parts))
     fig.add_trace(go.Scatter(x=lx, y=ly, mode="text", text=lt, textposition="middle right", cliponaxis=False,
                              hoverinfo="skip", showlegend=False, textfont={"size": 11}))
-    title = "Decision tree (§2), branches in the §4 order"
+    title = tr("Decision tree (§2), branches in the §4 order")
     if diagnosis and diagnosis.branch:
-        title += f": worst metric {diagnosis.worst_metric}, branch {diagnosis.branch}"
+        title += tr(": worst metric {metric}, branch {branch}", metric=diagnosis.worst_metric, branch=diagnosis.branch)
     elif diagnosis:
-        title += ": all SLOs met"
+        title += tr(": all SLOs met")
     # no fixed width: the figure takes the notebook's width (a laptop with the file browser open)
     fig.update_layout(title={"text": title, "font": {"size": 14}}, height=460,
                       margin={"l": 10, "r": 10, "t": 50, "b": 10},
