@@ -254,3 +254,24 @@ def test_the_chinese_book_builds_offline_and_links_to_the_english_one(tmp_path):
     assert "知识图" in page and "中文版说明" in page
     # the check notices a missing link between the editions
     assert book.check_book({**manifest, "other_edition": "nowhere.html"})[-1].startswith("index.html does not link")
+
+
+def test_make_lab_edition_zh_opens_the_chinese_start_page_with_chinese_menus():
+    import subprocess
+    from importlib import metadata
+
+    def lab_command(*args):
+        return subprocess.run(["make", "--no-print-directory", "-s", "lab-command", *args], cwd=REPO_ROOT,
+                              capture_output=True, text=True)
+
+    zh, en = lab_command("EDITION=zh").stdout, lab_command().stdout
+    assert zh.startswith("INFEROPT_EDITION=zh JUPYTER_CONFIG_PATH=") and f"{REPO_ROOT}/jupyter/zh:" in zh
+    assert "INFEROPT_EDITION" not in en and "jupyter/zh" not in en
+    server = json.loads((REPO_ROOT / "jupyter/zh/jupyter_server_config.json").read_text(encoding="utf-8"))
+    start = server["LabApp"]["default_url"].removeprefix("/lab/tree/")
+    assert start == "zh/chapters/00-start-here.ipynb" and (REPO_ROOT / start).exists()
+    overrides = json.loads((REPO_ROOT / "jupyter/zh/labconfig/default_setting_overrides.json").read_text())
+    assert overrides["@jupyterlab/translation-extension:plugin"]["locale"] == "zh_CN"
+    assert metadata.version("jupyterlab-language-pack-zh-CN")          # the menus' translations are installed
+    bad = lab_command("EDITION=cn")
+    assert bad.returncode != 0 and "EDITION=cn is not an edition of the course" in bad.stderr
