@@ -73,9 +73,9 @@ def bars_html(r: MemoryResult, max_bars: int = 8) -> str:
         rows.append(f'<div style="display:flex;align-items:center;margin:2px 0">'
                     f'<span style="width:55px;font-size:12px">GPU {i}</span>'
                     f'<div style="display:flex;width:520px;border:1px solid #888">{parts}</div></div>')
-    legend = " ".join(f'<span style="background:{COLORS[k]};padding:0 6px">&nbsp;</span> {esc(k)} {v:.2f} GiB'
+    legend = " ".join(f'<span style="background:{COLORS[k]};padding:0 6px">&nbsp;</span> {esc(tr(k))} {v:.2f} GiB'
                       for k, v in seg.items())
-    return "".join(rows) + f'<div style="font-size:12px;margin-top:4px">{legend} (of {total:.2f} GiB)</div>'
+    return "".join(rows) + f'<div style="font-size:12px;margin-top:4px">{legend} {tr("(of {total} GiB)", total=f"{total:.2f}")}</div>'
 
 
 def readout_html(r: MemoryResult) -> str:
