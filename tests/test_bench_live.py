@@ -1,11 +1,11 @@
-"""The course's load generator on the live CPU engine: exact lengths, saved results, open loop,
-and agreement with vLLM's own `vllm bench serve` on the same server (median TTFT and TPOT within
-10%). Runs are interleaved (ours, vLLM's, ours, vLLM's) so drift on a shared machine hits both."""
+"""The course's load generator on the live CPU engine: exact lengths, saved results, open loop, and
+agreement with vLLM's own `vllm bench serve` on the same server: each tool's TTFT and TPOT against the
+engine's own figures for the same requests (its /metrics histograms), so drift on a shared machine between
+the tools' runs cannot pass for a difference between the tools."""
 
 import pytest
 
 from inferopt.bench import loadgen, vllm_bench
-from inferopt.bench.metrics import summarize
 from inferopt.bench.results import ResultWriter, read_jsonl
 from inferopt.bench.workload import Workload, build_requests, default_tokenizer_path, load_tokenizer
 from inferopt.errors import CourseError
@@ -57,34 +57,51 @@ def test_bad_endpoint_fails_with_the_reason(live_server):
 
 
 def test_agrees_with_vllm_bench_serve(live_server, tok):
-    """Median TTFT and TPOT of our client and vLLM's `bench serve` agree within 10% on the same
-    server. Both run in this process (vLLM's through its own module), interleaved round by round,
-    so load from other processes on the machine hits both alike.
+    """Our client and vLLM's `bench serve` each measure TTFT and TPOT as the engine itself does for the same
+    requests, and so agree with each other. Both run in this process (vLLM's through its own module), in
+    windows of their own; each window is bracketed by two /metrics scrapes, whose difference holds the engine's
+    exact per-request sums for exactly those requests (vllm_bench.engine_means).
 
-    Set up so that only the measurement differs: concurrency 1 (at 2, each TTFT depends on
-    whether its prefill lands beside the other stream's, and medians of 20 swung 5-11% between
-    runs of the same code); 400-token prompts, so that prefill dominates TTFT and the ~100 ms
-    scheduling jitter of a 2-core box is small beside it; and vLLM's ready check and warm-ups
-    off, because they send the run's first prompt, which then hits the prefix cache."""
-    conc, n, inp, out, rounds = 1, 4, 400, 16, 5
+    Why against the engine, not tool against tool: the two tools' medians come from different windows, and on a
+    2-core AVX2-only machine with the suite's other lane beside it the engine's own TPOT moved between 124 and
+    261 ms from one 4-request window to the next (12 windows, 2026-12-01). Tool against tool, a 10 % bound
+    measured that drift (it failed once at 12.7 %: 100.1 against 112.8 ms); against the engine, both clients were
+    within 1.2 ms of ~200 ms in every window (our client: ~0.5 ms of CPU per streamed chunk). What is left between
+    a client and the engine is transport on localhost and the client's own delays, small beside a decode step
+    (tens of ms) on any machine the course runs on. Concurrency 1, 400-token prompts (prefill dominates TTFT),
+    no warm-ups (vLLM's would send the run's first prompt, and every window must hold only its own requests)."""
+    conc, n, inp, out, rounds = 1, 4, 400, 16, 3
     ep = loadgen.Endpoint.from_server(live_server)
-    ours, theirs = [], []
+    seen = {"ours": [], "vllm": []}                   # per window: (client means, engine means)
     for rnd in range(rounds):
         reqs = build_requests(Workload(input_tokens=inp, output_tokens=out, num_requests=n, seed=100 + rnd), tok)
-        ours += loadgen.run(ep, reqs, concurrency=conc, warmup=1, progress=False).records
-        _, recs = vllm_bench.run_in_process(live_server.base_url, live_server.model_name,
-                                            str(default_tokenizer_path()), input_len=inp, output_len=out,
-                                            num_prompts=n, concurrency=conc, seed=rnd,
-                                            ready_check=False, warmups=0)
-        theirs += recs
-    assert len(ours) == len(theirs) == rounds * n
-    assert all(r.ok for r in ours + theirs) and {r.prompt_tokens for r in theirs} == {inp}
-    assert {r.output_tokens for r in ours + theirs} == {out}
-    a, b = summarize(ours), summarize(theirs)
-    for key in ("ttft_p50_ms", "tpot_p50_ms"):
-        rel = abs(a[key] - b[key]) / b[key]
-        print(f"{key}: ours {a[key]:.1f} ms, vllm bench serve {b[key]:.1f} ms, difference {100 * rel:.1f}%")
-        assert rel < 0.10, f"{key}: ours {a[key]:.1f} vs vLLM {b[key]:.1f} ms differ by {100 * rel:.0f}%"
+        for tool in ("ours", "vllm"):
+            before = live_server.metrics_text()
+            if tool == "ours":
+                recs = loadgen.run(ep, reqs, concurrency=conc, warmup=0, progress=False).records
+            else:
+                _, recs = vllm_bench.run_in_process(live_server.base_url, live_server.model_name,
+                                                    str(default_tokenizer_path()), input_len=inp, output_len=out,
+                                                    num_prompts=n, concurrency=conc, seed=rnd,
+                                                    ready_check=False, warmups=0)
+            engine = vllm_bench.engine_means(before, live_server.metrics_text())
+            assert engine["requests"] == len(recs) == n and all(r.ok for r in recs)
+            assert {r.output_tokens for r in recs} == {out} and {r.prompt_tokens for r in recs} == {inp}
+            client = {"ttft_ms": 1000 * sum(r.ttft_s for r in recs) / n, "tpot_ms": 1000 * sum(r.tpot_s for r in recs) / n,
+                      "e2e_per_token_ms": 1000 * sum(r.e2e_s / r.output_tokens for r in recs) / n}
+            seen[tool].append((client, engine))
+    ratio = {tool: {key: sum(c[key] for c, _ in w) / sum(e[key] for _, e in w) for key in ("ttft_ms", "tpot_ms")}
+             for tool, w in seen.items()}
+    for tool, r in ratio.items():
+        print(f"{tool}: TTFT x{r['ttft_ms']:.3f}, TPOT x{r['tpot_ms']:.3f} of the engine's own, same requests; "
+              f"windows' engine TPOT " + ", ".join(f"{e['tpot_ms']:.0f}" for _, e in seen[tool]) + " ms")
+        assert abs(r["tpot_ms"] - 1) < 0.03, f"{tool}: TPOT {r['tpot_ms']:.3f} x the engine's for the same requests"
+        assert 1 - 0.01 < r["ttft_ms"] < 1 + 0.05, f"{tool}: TTFT {r['ttft_ms']:.3f} x the engine's (it includes transport)"
+    assert abs(ratio["ours"]["tpot_ms"] - ratio["vllm"]["tpot_ms"]) < 0.02, ratio
+    # the bound tells definitions apart: E2E / n (TTFT spread over the tokens) is not the engine's TPOT
+    wrong = sum(c["e2e_per_token_ms"] for c, _ in seen["ours"]) / sum(e["tpot_ms"] for _, e in seen["ours"])
+    assert wrong > 1.1, wrong
+    assert abs(ratio["ours"]["ttft_ms"] - ratio["vllm"]["ttft_ms"]) < 0.05, ratio
 
 
 def test_vllm_bench_subprocess_result_imports(live_server):

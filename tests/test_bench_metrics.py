@@ -77,3 +77,21 @@ def test_record_round_trip():
     d = r.to_dict()
     assert d["tpot_s"] == pytest.approx(0.1)
     assert RequestRecord.from_dict(d) == r
+
+
+def _metrics(n, ttft_sum, tpot_sum):
+    lines = []
+    for name, total in (("vllm:time_to_first_token_seconds", ttft_sum), ("vllm:request_time_per_output_token_seconds",
+                                                                          tpot_sum)):
+        lines += [f"# TYPE {name} histogram", f'{name}_bucket{{le="+Inf",model_name="m"}} {n}',
+                  f'{name}_count{{model_name="m"}} {n}', f'{name}_sum{{model_name="m"}} {total}']
+    return "\n".join(lines) + "\n"
+
+
+def test_engine_means_are_the_window_of_the_engines_own_sums():
+    from inferopt.bench.vllm_bench import engine_means
+
+    before, after = _metrics(3, 1.5, 0.3), _metrics(7, 5.5, 0.7)       # 4 requests: TTFT 4.0 s, TPOT 0.4 s in sum
+    assert engine_means(before, after) == {"requests": 4, "ttft_ms": pytest.approx(1000.0), "tpot_ms": pytest.approx(100.0)}
+    with pytest.raises(CourseError, match="no request finished between the two /metrics scrapes"):
+        engine_means(after, after)

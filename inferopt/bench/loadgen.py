@@ -110,6 +110,7 @@ async def _send(session, ep: Endpoint, spec: RequestSpec, rid: int, t0: float) -
                 return rec
             buf = b""
             async for piece in resp.content.iter_any():
+                arrived = time.perf_counter()   # a chunk's time is when its bytes came, not when it was parsed
                 buf += piece
                 while b"\n" in buf:
                     line, buf = buf.split(b"\n", 1)
@@ -121,7 +122,7 @@ async def _send(session, ep: Endpoint, spec: RequestSpec, rid: int, t0: float) -
                         continue
                     msg = json.loads(data)
                     if msg.get("choices"):
-                        now = time.perf_counter()
+                        now = arrived
                         if rec.ttft_s is None:
                             rec.ttft_s = now - st
                         else:

