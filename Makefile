@@ -168,7 +168,8 @@ PACK ?= build/learner-pack.tar.gz
 .PHONY: learner-pack
 learner-pack:
 	@mkdir -p $(dir $(PACK))
-	git archive --format=tar.gz --prefix=inference-course/ -o $(PACK) HEAD -- . ':(exclude)solutions'
+	@# the Chinese edition's translations of solutions/ hold the worked answers' markdown too (zh/labs has none)
+	git archive --format=tar.gz --prefix=inference-course/ -o $(PACK) HEAD -- . ':(exclude)solutions' ':(exclude)locale/zh_CN/LC_MESSAGES/solutions'
 	@echo "wrote $(PACK): the committed course without solutions/ (unpack, then make lab)"
 
 env: $(STAMP)
