@@ -275,3 +275,21 @@ def test_make_lab_edition_zh_opens_the_chinese_start_page_with_chinese_menus():
     assert metadata.version("jupyterlab-language-pack-zh-CN")          # the menus' translations are installed
     bad = lab_command("EDITION=cn")
     assert bad.returncode != 0 and "EDITION=cn is not an edition of the course" in bad.stderr
+
+
+def test_the_learner_pack_holds_the_chinese_labs_but_no_worked_answer(tmp_path):
+    """`make learner-pack` leaves out solutions/ and their translations (which hold the answers' markdown)."""
+    import subprocess
+    import tarfile
+
+    pack = tmp_path / "pack.tar.gz"
+    subprocess.run(["make", "--no-print-directory", "-s", "learner-pack", f"PACK={pack}"], cwd=REPO_ROOT,
+                   check=True, capture_output=True)
+    names = tarfile.open(pack).getnames()
+    assert "inference-course/zh/labs/lab2-memory-calculator.ipynb" in names
+    assert not [n for n in names if "/solutions/" in n or n.endswith("/solutions")], "a solution is in the pack"
+    translations = b.translations(REPO_ROOT / "solutions" / "lab2-memory-calculator.ipynb")
+    answer = next(zh for en, zh in translations.items() if en.startswith("BEGIN SOLUTION"))
+    with tarfile.open(pack) as tar:
+        lab = tar.extractfile("inference-course/zh/labs/lab2-memory-calculator.ipynb").read().decode()
+    assert answer.splitlines()[1][:30] not in lab and "YOUR ANSWER HERE" in lab
