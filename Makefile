@@ -128,6 +128,7 @@ zh: $(STAMP)
 
 labs: $(STAMP)
 	$(BIN)/python -m inferopt.nbtools labs
+	@$(BIN)/python -m inferopt.i18n build   # the Chinese labs follow (untranslated units are named)
 
 check: $(STAMP)
 	$(BIN)/python -m inferopt.nbtools check
@@ -136,6 +137,7 @@ check: $(STAMP)
 ## reconcile notebooks with their MyST .md twins (jupytext; the file edited last wins)
 sync: $(STAMP)
 	$(BIN)/python -m inferopt.nbtools sync $(NB)
+	@$(BIN)/python -m inferopt.i18n build $(NB)   # the Chinese pages follow (untranslated units are named)
 
 ## figure images: a static PNG beside every stored plotly figure (kaleido + Debian's chromium, offline)
 images: $(STAMP)
@@ -151,6 +153,7 @@ clean-notebooks: $(STAMP)
 run-notebooks: setup tools
 	@test -n "$(NB)" || { echo "usage: make run-notebooks NB='chapters/00-start-here.ipynb ...'"; exit 2; }
 	$(BIN)/python -m inferopt.nbtools run $(NB)
+	@$(BIN)/python -m inferopt.i18n build $(NB)   # the Chinese pages get the new outputs
 
 bench: setup
 	$(BIN)/python -m inferopt bench sweep
