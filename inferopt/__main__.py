@@ -23,7 +23,7 @@ COMMAND_MODULES = [
     "inferopt.serving.footprint",     # engine-footprint
     "inferopt.serving.gpucheck",      # gpu-check
     "inferopt.planning.memory",       # memory
-    "inferopt.planning.planner",      # plan
+    "inferopt.performance.plan_check",  # plan (the planner's, then the performance model's SLO check)
     "inferopt.planning.capacity",     # capacity
     "inferopt.performance.predict",   # predict
     "inferopt.monitoring.alerts",     # alerts
