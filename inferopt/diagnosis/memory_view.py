@@ -22,7 +22,10 @@ def _memory_view(dep: Deployment, w: Workload) -> dict | None:
         raise CourseError("deployment: give a GPU (--gpu H100) or, for the CPU engine, the KV budget "
                           "(--kv-cache-memory-bytes)")
     on_cpu = gpu is None
-    wf = dep.weight_format or ("fp32" if on_cpu else "bf16")
+    from inferopt.planning.model_specs import load_spec
+
+    # the checkpoint's own format (its config.json quantization_config, as vLLM's ModelConfig reads it)
+    wf = dep.weight_format or ("fp32" if on_cpu else M.resolve_weight_format(load_spec(dep.model), "auto"))
     dtype = dep.dtype or ("float32" if wf == "fp32" else "bfloat16")
     kw = {"tp": dep.tp, "weight_format": wf, "kv_dtype": dep.kv_dtype, "dtype": dtype,
           "max_model_len": dep.max_model_len, "kv_cache_memory_bytes": dep.kv_cache_memory_bytes,

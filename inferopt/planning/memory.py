@@ -630,7 +630,9 @@ def add_subcommand(subparsers) -> None:
     p.add_argument("--model", default="llama-3-70b", help="shipped model name or path to config.json")
     p.add_argument("--gpu", default="H100-SXM-80GB", help="GPU id or alias (H100) from assets/gpus.yaml, or 'cpu'")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel size")
-    p.add_argument("--weights", default="bf16", choices=list(WEIGHT_FORMATS), help="weight format")
+    p.add_argument("--weights", default="auto", choices=list(WEIGHT_FORMATS),
+                   help="weight format (default auto: the checkpoint's quantization_config, as vLLM's ModelConfig reads it; "
+                        "bf16 without one)")
     p.add_argument("--kv-dtype", default="auto", choices=KV_DTYPES)
     p.add_argument("--dtype", default="bfloat16", help="compute dtype (what kv-dtype auto means)")
     p.add_argument("--gpu-memory-utilization", type=float, default=DEFAULT_GPU_MEMORY_UTILIZATION)

@@ -149,6 +149,16 @@ def check(cmd, gpu: str | None = None, count: int = 8, config_overrides: dict | 
             return {"ok": None, "refusal": None, "needs_device": str(exc), "stage": "device"}
         except Exception as exc:  # vLLM's own refusal: a pydantic ValidationError, ValueError, ...
             return {"ok": False, "refusal": one_line(exc), "stage": "config"}
+        sc = cfg.speculative_config
+        if sc is not None and sc.num_speculative_tokens_per_batch_size is not None:
+            # the scheduler's own check at start-up (v1/core/sched/scheduler.py builds this lookup)
+            from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup
+
+            try:
+                build_dynamic_sd_schedule_lookup(sc.num_speculative_tokens_per_batch_size,
+                                                 cfg.scheduler_config.max_num_seqs, sc.num_speculative_tokens)
+            except ValueError as exc:
+                return {"ok": False, "refusal": f"Scheduler: {exc}", "stage": "scheduler"}
     return {"ok": True, "refusal": None, "resolved": _resolved(cfg)}
 
 

@@ -55,7 +55,8 @@ _STUB_PACKAGES = ("flashinfer",)
 # vllm/_custom_ops.py functions that call the compiled CUDA library to ask what it supports
 _KERNEL_QUERIES = ("cutlass_scaled_mm_supports_fp8", "cutlass_scaled_mm_supports_block_fp8",
                    "cutlass_group_gemm_supported", "cutlass_scaled_mm_supports_fp4")
-STUBS = {"modules": _STUB_MODULES, "packages": _STUB_PACKAGES, "kernel_queries_answered_no": _KERNEL_QUERIES}
+STUBS = {"modules": _STUB_MODULES, "packages": _STUB_PACKAGES, "kernel_queries_answered_no": _KERNEL_QUERIES,
+         "torch_op_namespaces": ("_C", "_moe_C", "_C_cache_ops", "_C_custom_ar")}
 
 _state = {"installed": None, "target": None}
 
@@ -79,6 +80,47 @@ def _stub_module(name: str) -> types.ModuleType:
     mod.__getattr__ = attr
     mod.__path__ = []          # a package: its submodules are stubs too (_StubFinder)
     return mod
+
+
+class _StubOp:
+    """A CUDA op of ``torch.ops._C`` that the CPU build does not register (e.g. rotary_embedding, which the
+    compilation fusion passes look up when they are imported): looking it up works, calling it raises."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _StubOp(f"{self._name}.{attr}")
+
+    def __call__(self, *args, **kwargs):
+        raise NeedsDevice(f"torch.ops.{self._name} is a CUDA kernel, which this CPU build does not have")
+
+
+_STUB_OP_NAMESPACES = ("_C", "_moe_C", "_C_cache_ops", "_C_custom_ar")
+
+
+def _stub_missing_torch_ops() -> None:
+    """torch.ops.<vLLM namespace>.<op> the CPU build lacks resolves to a _StubOp (after vLLM's own
+    ``hasattr(torch.ops._C, ...)`` probes at import have run, so those still see the CPU build)."""
+    import torch._ops
+
+    cls = torch._ops._OpNamespace
+    if getattr(cls, "_inferopt_stubbed", False):
+        return
+    original = cls.__getattr__
+
+    def lookup(self, op_name):
+        try:
+            return original(self, op_name)
+        except AttributeError:
+            if getattr(self, "name", "") in _STUB_OP_NAMESPACES and not op_name.startswith("__"):
+                return _StubOp(f"{self.name}.{op_name}")
+            raise
+
+    cls.__getattr__ = lookup
+    cls._inferopt_stubbed = True
 
 
 class _StubFinder:
@@ -163,6 +205,7 @@ def install(kind: str = "cuda") -> str:
 
         for q in _KERNEL_QUERIES:
             setattr(ops, q, lambda *a, **k: False)
+        _stub_missing_torch_ops()
     elif kind == "cpu":
         from vllm.platforms import current_platform
 
