@@ -5,7 +5,7 @@ cannot run. Pure: a GPU (catalog name, alias or compute capability) and the flag
 
     from inferopt.serving.gpu_flags import for_gpu
     f = for_gpu("T4")                       # dtype 'float16': no bfloat16 below the table's bf16 rule
-    f.dtype, f.line                          # 'float16', 'GPU T4 (compute capability 7.5): dtype float16 ...'
+    f.dtype, f.line                          # 'float16', 'GPU T4 (...): dtype float16: no bfloat16 (...)'
     for_gpu("T4", extra_args=["--kv-cache-dtype", "fp8"])   # CourseError: FP8 KV cache needs ...
 
 Every threshold is a rule of ``assets/hardware_rules.yaml`` (read through :mod:`inferopt.planning.hardware`):

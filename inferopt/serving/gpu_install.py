@@ -1,7 +1,7 @@
 """Which vLLM and torch builds run on this GPU machine: the pure install choice.
 
-    from inferopt.serving.gpu_install import Machine, choose, parse_query, parse_cuda_line
-    m = Machine(driver="550.54.15", cuda="12.4", gpus=("Tesla T4",), capability=7.5, python="3.12")
+    from inferopt.serving.gpu_install import choose, machine_from
+    m = machine_from("Tesla T4, 550.54.15, 7.5", "CUDA Version: 12.4", python="3.12")   # nvidia-smi's answers
     plan = choose(m)
     plan.ok, plan.build, plan.packages, plan.index_urls   # True, 'cu129', [...+cu129], [wheels.vllm.ai, pytorch cu129]
     plan.pip_args()                                        # ['install', 'vllm==0.32.0+cu129', ..., '--extra-index-url', ...]

@@ -3,7 +3,7 @@
     from inferopt.serving import hosted
     p = hosted.plan_for(hosted.EXAMPLES["colab-t4"])     # pure: faked nvidia-smi answers in, commands out
     p.commands        # [install the course, install vLLM's build for this driver, prepare the model, start the engine]
-    p.start_line      # 'GPU engine: GPU Tesla T4 (compute capability 7.5): dtype float16: ...'
+    p.start_line      # 'GPU engine: GPU T4 (...): dtype float16: no bfloat16 (...)'
     hosted.first_cell()   # on Colab/Kaggle: probes nvidia-smi, runs the plan; elsewhere: None (runs nothing)
 
 The plan is built from the same pure functions as ``make setup`` and the chapters: the builds from
