@@ -429,13 +429,16 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
         block_size = GPU_BLOCK_SIZE if gpu is not None else CPU_BLOCK_SIZE
     if not (isinstance(block_size, int) and block_size > 0):
         raise CourseError(f"block_size must be a positive whole number of tokens, got {block_size!r}.")
-    if max_model_len is None:
+    if max_model_len is None or max_model_len in (-1, "auto"):   # vLLM 0.32: -1 / auto = the derived maximum
         max_model_len = spec.max_position_embeddings or 2048
     if not (isinstance(max_model_len, int) and max_model_len > 0):
-        raise CourseError(f"max_model_len must be a positive whole number of tokens, got {max_model_len!r}.")
+        raise CourseError(f"max_model_len must be a positive whole number of tokens (or auto / -1), got {max_model_len!r}.")
     if spec.max_position_embeddings and max_model_len > spec.max_position_embeddings:
-        warnings.append(f"max_model_len {max_model_len} exceeds the model's max_position_embeddings "
-                        f"{spec.max_position_embeddings}; vLLM refuses it unless you override.")
+        # vLLM's refusal first (ModelConfig, its derived max_model_len; tests/test_vllm_oracle_fastpath.py keeps
+        # max_position_embeddings equal to what vLLM derives for every shipped model)
+        raise CourseError(f"vLLM 0.32 refuses: ModelConfig: User-specified max_model_len ({max_model_len}) is greater "
+                          f"than the derived max_model_len (max_position_embeddings={spec.max_position_embeddings} in "
+                          f"the model's config.json); lower --max-model-len to at most {spec.max_position_embeddings}.")
     if spec.quant_method and weight_format not in ("auto", spec.quant_weight_format):
         warnings.append(f"the checkpoint is quantized ({spec.quant_method}, {spec.quant_weight_format}) but is "
                         f"sized as {weight_format}; weight_format='auto' sizes it as stored.")
@@ -647,13 +650,24 @@ def add_subcommand(subparsers) -> None:
                    help="the GPU total your start-up log prints (total_gpu_memory), GiB")
     p.add_argument("--startup-logs", action="store_true",
                    help="print the public start-up logs beside the runtime model, and exit")
-    p.add_argument("--max-model-len", type=int, default=None)
+    p.add_argument("--max-model-len", type=_max_model_len_arg, default=None,
+                   help="tokens, or auto / -1: the maximum vLLM derives from the model's config.json")
     p.add_argument("--input-tokens", type=int, default=None)
     p.add_argument("--output-tokens", type=int, default=None)
     p.add_argument("--block-size", type=int, default=None, help="16 on GPU, 128 on CPU by default")
     p.add_argument("--kv-cache-memory-bytes", type=int, default=None)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cli)
+
+
+def _max_model_len_arg(text: str) -> int:
+    """--max-model-len as vLLM 0.32 reads it: a whole number, or auto / -1 for the derived maximum."""
+    if str(text).strip().lower() in ("auto", "-1"):
+        return -1
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of tokens (or auto / -1)") from None
 
 
 def _cli(args: argparse.Namespace) -> int:
