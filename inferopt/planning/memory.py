@@ -34,6 +34,12 @@ qk_rope_head_dim``, vLLM's ``MLAAttentionSpec`` in ``vllm/v1/kv_cache_interface.
 checkpoint's ``quantization_config`` decides which linear layers stay 16 bit. Sliding-window
 attention is refused (vLLM sizes it with ``SlidingWindowSpec`` and the hybrid KV cache manager,
 which this calculator does not model).
+
+Pipeline parallelism (``pp`` stages of ``tp`` GPUs each, :mod:`inferopt.planning.pipeline`): the layers
+are split over the stages as vLLM's ``get_pp_indices`` does (or ``VLLM_PP_LAYER_PARTITION``); each GPU
+caches KV for its own stage's layers only, and the largest stage bounds the block count (vLLM keeps
+the minimum over workers); weights per GPU are the largest stage's. KV heads per GPU stay
+max(1, kv_heads // TP): TP8 x PP2 is not TP16.
 """
 from __future__ import annotations
 
@@ -45,6 +51,7 @@ from functools import lru_cache
 
 from inferopt.errors import CourseError
 from inferopt.planning import gpu_catalog as _catalog
+from inferopt.planning import pipeline as _pp
 from inferopt.planning import platform_defaults as _PLATFORM
 from inferopt.planning import runtime_memory as _rt
 from inferopt.planning.model_specs import ModelSpec, load_spec
@@ -259,6 +266,8 @@ class MemoryResult:
     runtime: dict | None = None        # RuntimeMemory.as_dict(): mode, version, parts (GiB), token budget
     gpu_total_source: str | None = None  # where gpu_memory_gib comes from (cudaMemGetInfo log, estimate, nvidia-smi)
     kv_latent: bool = False            # MLA: one latent per token and layer instead of K and V heads
+    pp: int = 1                        # pipeline-parallel stages (GPUs in all: tp x pp)
+    pp_stage_layers: list[int] | None = None   # decoder layers per stage (get_pp_indices); None for PP=1
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -273,7 +282,8 @@ class MemoryResult:
         t = [
             ("weights, whole model", f"{self.weights_gib_total:.2f} GiB",
              f"{self.params_total:,} params in {self.weight_format}"),
-            ("weights per GPU", f"{self.weights_gib_per_gpu:.2f} GiB", f"/ TP={self.tp} (norms replicated)"),
+            ("weights per GPU", f"{self.weights_gib_per_gpu:.2f} GiB", f"/ TP={self.tp} (norms replicated)"
+             if self.pp == 1 else f"largest of PP={self.pp} stages {self.pp_stage_layers} layers, / TP={self.tp}"),
         ]
         if self.usable_gib_per_gpu is not None:
             t.append(("usable per GPU", f"{self.usable_gib_per_gpu:.2f} GiB",
@@ -302,7 +312,8 @@ class MemoryResult:
             ("page (1 block, 1 layer)", f"{self.page_bytes_per_layer:,} B",
              f"{self.block_size} x 1 latent x (kv_lora_rank + rope dim) x {self.kv_dtype_bytes} B" if self.kv_latent
              else f"2 x {self.block_size} x {self.kv_heads_per_gpu} x head_dim x {self.kv_dtype_bytes} B"),
-            ("bytes per block", f"{self.bytes_per_block:,} B", "page x layers"),
+            ("bytes per block", f"{self.bytes_per_block:,} B", "page x layers" if self.pp == 1 else
+             f"page x {max(self.pp_stage_layers)} layers (largest of the PP stages {self.pp_stage_layers})"),
             ("blocks", f"{self.num_blocks:,}", "KV budget // bytes per block"),
             ("blocks per request", f"{self.blocks_per_request}",
              f"ceil({self.max_model_len} / {self.block_size})"),
@@ -336,10 +347,25 @@ def gpu_total(gpu: str, runtime: str = "model") -> tuple[float, str]:
     return est, f"estimated cudaMemGetInfo total: nvidia-smi - {_rt.DRIVER_RESERVE_GIB} GiB"
 
 
-def _weights_per_gpu(spec: ModelSpec, wb: dict, tp: int) -> float:
-    """Bytes of weights on one GPU: everything split TP ways except the norms, which are replicated."""
-    norms_b = spec.params().norms * (4 if wb["format"] == "fp32" else 2)
-    return (wb["total"] - norms_b) / tp + norms_b
+def _weights_per_gpu(spec: ModelSpec, wb: dict, tp: int, pp: int = 1, pp_layer_partition: str | None = None) -> float:
+    """Bytes of weights on one GPU: everything split TP ways except the norms, which are replicated.
+
+    PP > 1: the largest stage's share (its decoder layers, the embedding on the first stage, the LM
+    head, a copy of the embedding when tied, and the final norm on the last), layers taken as equal."""
+    p = spec.params()
+    ob = 4 if wb["format"] == "fp32" else 2
+    norms_b = p.norms * ob
+    if pp == 1 and pp_layer_partition is None:
+        return (wb["total"] - norms_b) / tp + norms_b
+    parts = _pp.stage_layers(spec.num_layers, pp, pp_layer_partition)
+    final_norm_b = spec.hidden_size * ob
+    emb_b, head_b = p.embedding * ob, (p.lm_head or p.embedding) * ob
+    layer_norm_b = (norms_b - final_norm_b) / spec.num_layers
+    layer_rest_b = (wb["total"] - emb_b - p.lm_head * ob - norms_b) / spec.num_layers
+    stages = [n * (layer_rest_b / tp + layer_norm_b) for n in parts]
+    stages[0] += emb_b / tp
+    stages[-1] += head_b / tp + final_norm_b
+    return max(stages)
 
 
 @dataclass
@@ -359,7 +385,8 @@ def gpu_budget(model, gpu: str, *, tp: int = 1, weight_format: str = "bf16", dty
                runtime_buffer_gib: float | None = None, max_model_len: int | None = None,
                int4_group_size: int = 128, runtime: str = "model", vllm_version: str | None = None,
                max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
-               cuda_total_gib: float | None = None, usage: str = "server", enforce_eager: bool = False) -> GpuBudget:
+               cuda_total_gib: float | None = None, usage: str = "server", enforce_eager: bool = False,
+               pp: int = 1, pp_layer_partition: str | None = None) -> GpuBudget:
     """The KV budget of one GPU as vLLM computes it at start-up (before blocks and the one-request check).
 
     Same arguments as :func:`calculate`. Used by it, and by :func:`startup_log_rows` to set each
@@ -373,7 +400,7 @@ def gpu_budget(model, gpu: str, *, tp: int = 1, weight_format: str = "bf16", dty
     if runtime not in RUNTIME_MODES:
         raise CourseError(f"runtime must be one of {', '.join(RUNTIME_MODES)}, got {runtime!r}.")
     wb = weight_bytes(spec, weight_format, int4_group_size)
-    w_gpu = _weights_per_gpu(spec, wb, tp) / GiB
+    w_gpu = _weights_per_gpu(spec, wb, tp, pp, pp_layer_partition) / GiB
     flat = runtime_buffer_gib is not None or runtime == "original-5gb"
     total, src = gpu_total(gpu, "flat" if flat else "model")
     if cuda_total_gib is not None and not flat:
@@ -399,7 +426,7 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
               runtime: str = "model", vllm_version: str | None = None,
               max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
               cuda_total_gib: float | None = None, usage: str = "server",
-              enforce_eager: bool = False) -> MemoryResult:
+              enforce_eager: bool = False, pp: int = 1, pp_layer_partition: str | None = None) -> MemoryResult:
     """Answer "what fits on each GPU?" (see the module docstring for the rules and units).
 
     ``model``: a shipped name or a config.json path (or a ModelSpec). ``gpu``: an id from
@@ -413,6 +440,8 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
     default to vLLM's per-GPU defaults, ``cuda_total_gib`` overrides the GPU total with the one
     your log prints); ``runtime='original-5gb'`` (the original chapter's flat 5 GiB); or a flat
     ``runtime_buffer_gib``.
+
+    ``pp``: pipeline-parallel stages; ``pp_layer_partition``: vLLM's ``VLLM_PP_LAYER_PARTITION``.
     """
     spec = model if isinstance(model, ModelSpec) else load_spec(model)
     if spec.sliding_window:
@@ -422,6 +451,7 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
             f"SlidingWindowSpec and the hybrid KV cache manager (vllm/v1/kv_cache_interface.py), which this "
             f"calculator does not model; read the KV size from the engine's start-up log instead.")
     check_tp(spec, tp)
+    stages = _pp.stage_layers(spec.num_layers, pp, pp_layer_partition)
     kvb = kv_dtype_bytes(kv_dtype, dtype)
     wb = weight_bytes(spec, weight_format, int4_group_size)
     warnings: list[str] = []
@@ -444,7 +474,7 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
                         f"sized as {weight_format}; weight_format='auto' sizes it as stored.")
 
     p = spec.params()
-    weights_per_gpu = _weights_per_gpu(spec, wb, tp)
+    weights_per_gpu = _weights_per_gpu(spec, wb, tp, pp, pp_layer_partition)
     gpu_mem = usable = buffer = free = None
     rt_dict = total_src = None
     if gpu is not None:
@@ -454,7 +484,7 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
                        max_model_len=max_model_len, int4_group_size=int4_group_size, runtime=runtime,
                        vllm_version=vllm_version, max_num_batched_tokens=max_num_batched_tokens,
                        max_num_seqs=max_num_seqs, cuda_total_gib=cuda_total_gib, usage=usage,
-                       enforce_eager=enforce_eager)
+                       enforce_eager=enforce_eager, pp=pp, pp_layer_partition=pp_layer_partition)
         flat = b.runtime.mode != "model"
         gpu_mem, total_src, usable, buffer = b.total_gib, b.total_source, b.requested_gib, b.runtime.total_gib
         rt_dict = b.runtime.as_dict()
@@ -488,8 +518,10 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
 
     heads_gpu = spec.kv_heads_per_gpu(tp)
     kv_tok, kv_tok_gpu = kv_bytes_per_token(spec, kvb, tp)
+    stage_max = max(stages)     # the largest PP stage bounds the blocks every stage can hold
+    kv_tok_gpu = kv_tok_gpu // spec.num_layers * stage_max
     page = block_size * heads_gpu * spec.kv_entry_width() * kvb
-    per_block = page * spec.num_layers
+    per_block = page * stage_max
     num_blocks = kv_budget // per_block
     bpr = -(-max_model_len // block_size)
     # vLLM's admission check keeps one block back (the null block) and needs one request to fit.
@@ -532,7 +564,8 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
         kv_cache_tokens=tokens, kv_gib_allocated_per_gpu=alloc / GiB, free_gib_per_gpu=free,
         workload_tokens=workload, blocks_per_request_workload=bpr_w, max_concurrency_workload=conc_w,
         kv_gb_per_request_max_len=per_req / GB, kv_gib_per_request_max_len=per_req / GiB,
-        warnings=warnings, runtime=rt_dict, gpu_total_source=total_src, kv_latent=spec.is_mla)
+        warnings=warnings, runtime=rt_dict, gpu_total_source=total_src, kv_latent=spec.is_mla,
+        pp=pp, pp_stage_layers=stages if len(stages) > 1 else None)
 
 
 @dataclass
@@ -573,8 +606,7 @@ def start_verdict(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", **kw) 
         tp = kw.get("tp", 1)
         wf = kw.get("weight_format", "bf16")
         wb = weight_bytes(spec, wf, kw.get("int4_group_size", 128))
-        norms_b = spec.params().norms * (4 if wb["format"] == "fp32" else 2)
-        w_gpu = ((wb["total"] - norms_b) / tp + norms_b) / GiB
+        w_gpu = _weights_per_gpu(spec, wb, tp, kw.get("pp", 1), kw.get("pp_layer_partition")) / GiB
         mml = kw.get("max_model_len") or spec.max_position_embeddings or 2048
         if "does not fit" in msg:
             return StartVerdict(False, msg, False, w_gpu, mml, None, None, None,
@@ -633,6 +665,9 @@ def add_subcommand(subparsers) -> None:
     p.add_argument("--model", default="llama-3-70b", help="shipped model name or path to config.json")
     p.add_argument("--gpu", default="H100-SXM-80GB", help="GPU id or alias (H100) from assets/gpus.yaml, or 'cpu'")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel size")
+    p.add_argument("--pp", type=int, default=1, help="pipeline-parallel size (stages of --tp GPUs each)")
+    p.add_argument("--pp-layer-partition", default=None,
+                   help="layers per stage, comma-separated (vLLM's VLLM_PP_LAYER_PARTITION)")
     p.add_argument("--weights", default="auto", choices=list(WEIGHT_FORMATS),
                    help="weight format (default auto: the checkpoint's quantization_config, as vLLM's ModelConfig reads it; "
                         "bf16 without one)")
@@ -675,7 +710,8 @@ def _cli(args: argparse.Namespace) -> int:
         print(startup_log_table())
         return 0
     gpu = None if args.gpu.lower() == "cpu" else args.gpu
-    kw = {"tp": args.tp, "weight_format": args.weights, "kv_dtype": args.kv_dtype, "dtype": args.dtype,
+    kw = {"tp": args.tp, "pp": args.pp, "pp_layer_partition": args.pp_layer_partition,
+          "weight_format": args.weights, "kv_dtype": args.kv_dtype, "dtype": args.dtype,
           "gpu_memory_utilization": args.gpu_memory_utilization, "runtime_buffer_gib": args.runtime_buffer_gib,
           "max_model_len": args.max_model_len, "input_tokens": args.input_tokens, "output_tokens": args.output_tokens,
           "block_size": args.block_size, "kv_cache_memory_bytes": args.kv_cache_memory_bytes,
