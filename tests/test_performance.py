@@ -6,7 +6,7 @@ import pytest
 
 from inferopt.errors import CourseError
 from inferopt.performance import profiles as P
-from inferopt.performance.predict import predict
+from inferopt.performance.predict import LIMITS, predict
 from inferopt.performance.scheduler import SchedulerConfig, Workload, simulate
 from inferopt.performance.steptime import Engine
 from inferopt.planning import roofline as R
@@ -138,3 +138,21 @@ def test_a_stable_open_loop_is_not_called_saturated_by_poisson_noise():
     assert not light.saturated and light.queue_len < 0.1
     heavy = predict("llama-3-70b", "H100", request_rate=50, **{**kw, "tp": 8})   # 200 slots for ~600 in flight
     assert heavy.saturated and heavy.binding_limit == "max_num_seqs"
+
+
+def test_the_binding_limit_exercise_rejects_a_wrong_answer_with_a_hint():
+    from inferopt.performance import exercise
+
+    capped = predict("llama-3.1-8b", "H100", input_tokens=200, output_tokens=100, concurrency=64, max_num_seqs=8)
+    small_kv = predict("llama-3-70b", "H100", weights="fp8", kv_dtype="fp8", input_tokens=800, output_tokens=150,
+                       request_rate=5, max_num_seqs=200)                 # chapter 02's exercise 4
+    assert (capped.binding_limit, small_kv.binding_limit) == ("max_num_seqs", "kv_cache")
+    assert "binding" not in exercise.show(capped) and "max_num_seqs" not in exercise.show(capped)   # no answer shown
+    assert exercise.check_limit(capped, "max_num_seqs").startswith("right")
+    assert exercise.check_limit(capped, None).startswith("write your answer")
+    for p in (capped, small_kv):
+        for wrong in (x for x in LIMITS if x != p.binding_limit):
+            with pytest.raises(CourseError, match=f"not {wrong}"):
+                exercise.check_limit(p, wrong)
+    with pytest.raises(CourseError, match="not a limit"):
+        exercise.check_limit(small_kv, "memory")
