@@ -9,7 +9,8 @@ name ``pp`` whole numbers that add up to the layer count (vLLM raises a ValueErr
 Each GPU of a stage holds only that stage's layers, so the KV cache per GPU counts the stage's
 layers (the largest stage bounds how many blocks every stage can hold: vLLM takes the minimum
 block count over workers), and the stage's weights: its layers split TP ways, plus the embedding on
-the first stage and the LM head (a copy of the embedding when tied) on the last. KV heads per rank
+the first stage and the LM head on the last (tied: vLLM's llama.py builds the embedding on the last rank too
+and ties the head to it, so the last stage holds one embedding-sized matrix). KV heads per rank
 stay ``max(1, kv_heads // TP)``: TP8 x PP2 is not TP16.
 """
 from __future__ import annotations
