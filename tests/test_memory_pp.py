@@ -117,3 +117,17 @@ def test_cli_pp_flags(capsys):
     assert main(["memory", "--model", "llama-3-70b", "--tp", "8", "--pp", "2", "--max-model-len", "8192"]) == 0
     out = capsys.readouterr().out
     assert "page x 40 layers (largest of the PP stages [40, 40])" in out
+
+
+def test_the_planner_sizes_a_two_node_plan_as_tp8_x_pp2_not_tp16():
+    import copy
+
+    from inferopt.planning.planner import load_scenario, make_plan
+    sc = copy.deepcopy(load_scenario("llama3-70b-chat"))
+    sc["requirements"].update(gpus=16, gpus_per_node=8)
+    sc["plan"].update(tensor_parallel_size=8, pipeline_parallel_size=2)
+    m = make_plan(sc).memory
+    assert (m.tp, m.pp, m.pp_stage_layers) == (8, 2, [40, 40])
+    tp16 = M.calculate(sc["requirements"]["model"], sc["requirements"]["gpu"], tp=16, max_model_len=m.max_model_len,
+                       weight_format=sc["plan"]["weight_format"], kv_dtype=sc["plan"]["kv_cache_dtype"])
+    assert m.bytes_per_block == m.page_bytes_per_layer * 40 != tp16.bytes_per_block

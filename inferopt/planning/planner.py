@@ -275,8 +275,8 @@ def make_plan(scenario="llama3-70b-chat") -> DeploymentPlan:
         raise CourseError(f"TP={pl['tensor_parallel_size']} spans nodes of {per_node} GPUs: tensor parallelism's "
                           f"all-reduce needs NVLink inside one node; use {t.describe()} "
                           f"(tensor_parallel_size: {t.tp}, pipeline_parallel_size: {t.pp})")
-    # memory per GPU with PP: the calculator splits the weights over TP x PP GPUs (layers over PP)
-    common = dict(tp=pl["tensor_parallel_size"] * pp, weight_format=pl["weight_format"],
+    # memory per GPU with PP: each stage holds its own layers (get_pp_indices), KV heads per GPU from TP alone
+    common = dict(tp=pl["tensor_parallel_size"], pp=pp, weight_format=pl["weight_format"],
                   kv_dtype=pl["kv_cache_dtype"], gpu_memory_utilization=pl["gpu_memory_utilization"],
                   runtime_buffer_gib=pl.get("runtime_buffer_gib"),   # None: vLLM 0.32's runtime model (runtime_memory)
                   input_tokens=req["input_tokens"], output_tokens=req["output_tokens"])
