@@ -32,6 +32,7 @@ from inferopt import assets
 from inferopt.errors import CourseError
 from inferopt.performance import profiles as P
 from inferopt.performance.predict import predict
+from inferopt.planning import platform_defaults
 from inferopt.planning import roofline as R
 from inferopt.planning.model_specs import load_spec
 
@@ -129,7 +130,7 @@ def _cpu_runs(profile: P.Profile, sessions: list, only_fit: bool = False) -> lis
                 continue
             pred = predict(CPU_MODEL, "cpu", input_tokens=rec["input_tokens"], output_tokens=rec["output_tokens"],
                            concurrency=rec.get("concurrency"), request_rate=rec.get("request_rate"),
-                           num_requests=rec["requests"], dtype="float32", kv_cache_memory_bytes=CPU_KV_BYTES,
+                           num_requests=rec["requests"], dtype=platform_defaults.CPU.dtype, kv_cache_memory_bytes=CPU_KV_BYTES,
                            max_model_len=CPU_MAX_MODEL_LEN, profile=profile, roof=roof)
             out.append(_compare(rec["id"], rec["fit"], rec, pred))
     return out
