@@ -120,6 +120,19 @@ def memory_info(device: int = 0) -> tuple[int, int] | None:
     return found[device] if device < len(found) else None
 
 
+def nvidia_smi(*args: str, timeout: float = 20) -> str | None:
+    """What ``nvidia-smi ARGS`` prints (stdout), or None when there is no nvidia-smi or it fails: the one
+    place that runs it for the install choice (``gpu_install.probe``) and the hosted first cell."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return None
+    try:
+        res = subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return res.stdout if res.returncode == 0 else None
+
+
 def driver_version() -> str | None:
     """The NVIDIA driver version ``nvidia-smi`` reports (None without one)."""
     exe = shutil.which("nvidia-smi")

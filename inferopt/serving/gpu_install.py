@@ -33,8 +33,6 @@ import json
 import os
 import platform
 import re
-import shutil
-import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 
@@ -114,17 +112,12 @@ def machine_from(query_out: str, smi_out: str = "", python: str | None = None) -
 
 def probe() -> Machine:
     """This machine's answers (nvidia-smi twice); ``driver=None`` without a GPU."""
-    exe = shutil.which("nvidia-smi")
-    if not exe:
+    from inferopt.serving.gpu import nvidia_smi  # the one place that runs nvidia-smi
+
+    q = nvidia_smi(*QUERY)
+    if q is None:
         return Machine(driver=None)
-    try:
-        q = subprocess.run([exe, *QUERY], capture_output=True, text=True, timeout=20)
-        plain = subprocess.run([exe], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return Machine(driver=None)
-    if q.returncode != 0:
-        return Machine(driver=None)
-    return machine_from(q.stdout, plain.stdout if plain.returncode == 0 else "")
+    return machine_from(q, nvidia_smi() or "")
 
 
 # ---------------------------------------------------------------- the choice

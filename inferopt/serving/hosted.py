@@ -134,18 +134,16 @@ def plan_for(answers: dict, course_dir: str | None = None) -> HostedPlan:
 
 def here() -> dict | None:
     """This runtime's answers (nvidia-smi query, CUDA header, memory), None when not on a hosted GPU runtime."""
-    import shutil
+    import platform
+
+    from inferopt.serving.gpu import MEMORY_QUERY, nvidia_smi  # the one place that runs nvidia-smi
 
     rid = detect_runtime()
-    exe = shutil.which("nvidia-smi")
-    if rid is None or exe is None:
+    if rid is None or nvidia_smi("-L") is None:
         return None
-    from inferopt.serving.gpu import MEMORY_QUERY
 
     def ask(*args):
-        res = subprocess.run([exe, *args], capture_output=True, text=True, timeout=20)
-        return res.stdout if res.returncode == 0 else ""
-    import platform
+        return nvidia_smi(*args) or ""
 
     return {"runtime": rid, "query": ask(*gpu_install.QUERY), "cuda": gpu_install.parse_cuda_line(ask()) or "",
             "memory": ask(*MEMORY_QUERY), "python": platform.python_version()}
