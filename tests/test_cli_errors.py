@@ -38,6 +38,7 @@ CASES = [
                                            "--output-tokens", "10", "--request-rate", "nan"], {}),
     ("predict: TP does not split the heads", ["predict", "--model", "llama-3.1-8b", "--gpu", "H100", "--tp", "3",
                                               "--input-tokens", "100", "--output-tokens", "10", "--concurrency", "4"], {}),
+    ("hardware-table: cache folder unwritable", ["hardware-table", "--check"], {"INFEROPT_CACHE": UNWRITABLE}),
     ("alerts: output folder unwritable", ["alerts", "--out", UNWRITABLE], {}),
     ("alerts: output folder is a file", ["alerts", "--out", "/etc/hostname/alerts"], {}),
     ("dashboard: stored file unwritable", ["dashboard", "--write"], {"_STORED_PATH": UNWRITABLE + "/d.json"}),

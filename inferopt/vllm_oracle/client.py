@@ -13,9 +13,19 @@ from importlib import metadata
 from pathlib import Path
 
 from inferopt.errors import CourseError
-from inferopt.paths import REPO_ROOT
+from inferopt.paths import REPO_ROOT, cache_dir
 
-CACHE = REPO_ROOT / ".cache" / "vllm_oracle"
+
+def _cache() -> Path:
+    """Where the worker's answers are kept: ``vllm_oracle/`` in the course's cache folder (INFEROPT_CACHE)."""
+    d = Path(os.environ.get("INFEROPT_CACHE", REPO_ROOT / ".cache")) / "vllm_oracle"
+    try:
+        d = cache_dir() / "vllm_oracle"
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CourseError(f"cannot write the vLLM oracle's cache folder {d} ({e.strerror}); "
+                          "set INFEROPT_CACHE to a writable folder") from None
+    return d
 
 
 def vllm_version() -> str:
@@ -53,12 +63,12 @@ def _key(job: dict) -> str:
 
 def run_jobs(jobs: list, kind: str = "cuda", use_cache: bool = True, timeout: float = 600) -> list:
     """The worker's answers to ``jobs`` (cached ones are not recomputed)."""
-    CACHE.mkdir(parents=True, exist_ok=True)
+    cache = _cache()
     keys = [_key(j) for j in jobs]
     answers: dict = {}
     todo = []
     for j, k in zip(jobs, keys, strict=True):
-        f = CACHE / f"{kind}-{k}.json"
+        f = cache / f"{kind}-{k}.json"
         if use_cache and f.exists():
             answers[k] = json.loads(f.read_text(encoding="utf-8"))
         elif k not in {kk for _, kk in todo}:
@@ -75,7 +85,7 @@ def run_jobs(jobs: list, kind: str = "cuda", use_cache: bool = True, timeout: fl
         for (_, k), a in zip(todo, json.loads(last)["answers"], strict=True):
             answers[k] = a
             if a.get("ok") is not None or a.get("needs_device"):
-                (CACHE / f"{kind}-{k}.json").write_text(json.dumps(a), encoding="utf-8")
+                (cache / f"{kind}-{k}.json").write_text(json.dumps(a), encoding="utf-8")
     return [answers[k] for k in keys]
 
 
