@@ -44,7 +44,7 @@ OMP_BIND = "VLLM_CPU_OMP_THREADS_BIND"
 os.environ.pop(OMP_BIND, None)           # the lanes set it (see _EveryItem); a caller's value would pin every engine
 # live modules that assert no time relation: they run in the niced lane beside the timed one (see above)
 BACKGROUND = frozenset({
-    "test_attach.py", "test_browser.py", "test_engine.py", "test_gpu_commands.py", "test_gpu_share.py",
+    "test_attach.py", "test_browser.py", "test_engine.py", "test_gpu_commands.py", "test_gpu_flags.py", "test_gpu_share.py",
     "test_lab_checks.py", "test_memory_engine_agreement.py", "test_router.py", "test_served_model.py",
     "test_start_verdict_engine.py", "test_bench_lesson.py",
     # notebooks whose live cells check what the engine says (KV sizes, the calculator), never how fast
