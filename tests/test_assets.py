@@ -137,6 +137,7 @@ NAMES_ASSETS_FOLDER = {
     "inferopt/assets.py": "the loader",
     "inferopt/monitoring/dashboard.py": "`dashboard --write` writes the stored dashboard",
     "inferopt/bench/ngram_record.py": "writes the stored n-gram spec-decode result that chapter 03 reads",
+    "inferopt/labcheck/remote.py": "copies the whole folder into a graded submission's package copy (reads none of it)",
 }
 
 
