@@ -170,7 +170,7 @@ class Client:
                     "forbid": [list(t) for block in _ACTIVE_TARGETS for t in block], "sync": sync})
         reply = self._read()
         for k, v in reply.get("sync", {}).items():
-            _assign(self.ns, k, wire.decode(v))
+            wire.assign(self.ns, k, wire.decode(v))
         if reply.get("printed"):
             print(reply["printed"], end="")
         self.flags(reply.get("flags", {}), f"`{name}`")
@@ -204,12 +204,3 @@ class Client:
         self.tmp.cleanup()
 
 
-def _assign(ns, name, value):
-    old = ns.get(name)
-    if isinstance(old, list) and isinstance(value, list):
-        old[:] = value
-    elif isinstance(old, dict) and isinstance(value, dict):
-        old.clear()
-        old.update(value)
-    else:
-        ns[name] = value

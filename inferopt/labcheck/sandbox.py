@@ -175,17 +175,6 @@ def prepare(job: dict) -> tuple[dict, dict]:
     return ns, {"names": names, "problems": problems, "hits": hits, "flags": dict(FLAGS)}
 
 
-def _assign(ns, name, value):
-    old = ns.get(name)
-    if isinstance(old, list) and isinstance(value, list):
-        old[:] = value
-    elif isinstance(old, dict) and isinstance(value, dict):
-        old.clear()
-        old.update(value)
-    else:
-        ns[name] = value
-
-
 def rebind(ns: dict, req: dict) -> dict:
     """Run again the learner's statements that bind ``names``, with some release names given other values
     (a typed answer does not follow them); the names' new values, or what went wrong."""
@@ -224,7 +213,7 @@ def serve(ns: dict, inp, out) -> None:
         if req.get("op") != "call":
             break
         for k, v in req.get("sync", {}).items():
-            _assign(ns, k, wire.decode(v))
+            wire.assign(ns, k, wire.decode(v))
         fn = ns.get(req["name"])
         args, kwargs = wire.decode(req["args"]), wire.decode(req["kwargs"])
         targets = [tuple(t) for t in req.get("forbid", [])]

@@ -99,3 +99,16 @@ def loads(text: str):
     if len(text) > MAX_BYTES:
         raise ValueError("a reply too large to check")
     return json.loads(text)
+
+
+def assign(ns: dict, name: str, value) -> None:
+    """Bind ``name`` in ``ns`` to a decoded value, in place where the old value is a list or dict of the same
+    kind (so references the learner's code holds see the new data): one rule for both sides of the wire."""
+    old = ns.get(name)
+    if isinstance(old, list) and isinstance(value, list):
+        old[:] = value
+    elif isinstance(old, dict) and isinstance(value, dict):
+        old.clear()
+        old.update(value)
+    else:
+        ns[name] = value
