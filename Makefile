@@ -118,7 +118,9 @@ lab-command:
 # order; the pure tests and the notebooks without live cells beside it, niced (tests/conftest.py)
 # setup (pip, then the model) and tools (apt) side by side: independent, and mostly waiting on disk
 test:
+	@echo "== set-up starts $$(date -u +%H:%M:%S)"
 	@$(MAKE) --no-print-directory -j2 setup tools
+	@echo "== set-up done, pytest starts $$(date -u +%H:%M:%S) on: $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $$(nproc) cores"
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 ## maintenance

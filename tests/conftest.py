@@ -133,6 +133,36 @@ def pytest_sessionfinish(session):
         _SESSION_ENGINE.pop().stop()
 
 
+# the suite's time by phase (issue #33: measured by lane and by file on each machine it runs on, printed at the end)
+_PHASES: dict = {}
+
+
+def pytest_runtest_logreport(report):
+    """On the controller (or a plain run): each item's setup/call/teardown time, by lane and by file."""
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        return
+    head, _, group = report.nodeid.rpartition("@")
+    lane_name, nodeid = (group, head) if head and group in ("live", "rest") else ("plain", report.nodeid)
+    ph = _PHASES.setdefault(lane_name, {"files": {}, "first": report.start, "last": report.stop, "items": set()})
+    file = nodeid.split("::", 1)[0]
+    ph["files"][file] = ph["files"].get(file, 0.0) + report.duration
+    ph["first"], ph["last"] = min(ph["first"], report.start), max(ph["last"], report.stop)
+    ph["items"].add(nodeid)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _PHASES:
+        return
+    tr = terminalreporter
+    tr.write_sep("=", "the suite's time by lane (busy = sum of item times; span = first start to last end)")
+    for name, ph in sorted(_PHASES.items()):
+        busy = sum(ph["files"].values())
+        tr.write_line(f"{name}: {len(ph['items'])} items, busy {busy / 60:.1f} min, "
+                      f"span {(ph['last'] - ph['first']) / 60:.1f} min, {len(ph['files'])} files")
+        for file, sec in sorted(ph["files"].items(), key=lambda kv: -kv[1])[:12]:
+            tr.write_line(f"    {sec / 60:5.1f} min  {file}")
+
+
 @pytest.fixture(scope="session")
 def live_server():
     return session_engine()
