@@ -50,8 +50,9 @@ class CourseLab(ManagedProcess):
     # write to the repository's notebooks; the kernels import this checkout's inferopt
     served = ("chapters", "solutions", "zh", "jupytext.toml")
 
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, edition: str = "en"):
         self.workdir = Path(workdir)
+        self.edition = edition      # "zh": ``make lab EDITION=zh`` (JupyterLab's own menus in Chinese)
         self.root = self.workdir / "course"
         self.port = free_port()
         self.token = secrets.token_hex(16)
@@ -62,7 +63,8 @@ class CourseLab(ManagedProcess):
         """``make lab-command``'s line split into (argv, environment)."""
         line = subprocess.run(
             ["make", "--no-print-directory", "-s", "lab-command", f"LAB_PORT={self.port}",
-             f"LAB_OPTS=--no-browser --IdentityProvider.token={self.token}"],
+             f"LAB_OPTS=--no-browser --IdentityProvider.token={self.token}",
+             *([f"EDITION={self.edition}"] if self.edition != "en" else [])],
             cwd=REPO_ROOT, check=True, capture_output=True, text=True).stdout.strip()
         argv = shlex.split(line)
         env = dict(os.environ)
@@ -103,6 +105,13 @@ class CourseLab(ManagedProcess):
                                    f"{log_tail(self.log_path)}")
             time.sleep(0.3)
 
+    def label(self, text: str) -> str:
+        """A JupyterLab menu label as this lab shows it: English, or the official language pack's translation
+        (jupyterlab-language-pack-zh-CN, the package `make lab EDITION=zh` switches to)."""
+        if self.edition == "en":
+            return text
+        return _menu_catalog(self.edition).get(text, text)
+
     def api(self, method: str, path: str, **kw) -> requests.Response:
         return requests.request(method, self.base_url + path, timeout=10,
                                 headers={"Authorization": f"token {self.token}"}, **kw)
@@ -123,6 +132,20 @@ class CourseLab(ManagedProcess):
         if self.proc is not None and self.proc.poll() is None:
             self.shutdown_kernels()
         self._terminate()
+
+
+_CATALOGS: dict = {}
+
+
+def _menu_catalog(edition: str) -> dict:
+    """JupyterLab's own strings in the language pack of an edition: English label -> translated label."""
+    if edition not in _CATALOGS:
+        import jupyterlab_language_pack_zh_CN as pack  # the one non-English edition the course has
+
+        raw = json.loads((Path(pack.__file__).parent / "locale" / "zh_CN" / "LC_MESSAGES" / "jupyterlab.json")
+                         .read_text(encoding="utf-8"))
+        _CATALOGS[edition] = {k: v[0] for k, v in raw.items() if isinstance(v, list) and v and v[0]}
+    return _CATALOGS[edition]
 
 
 def launch_browser(playwright, workdir: Path):
@@ -307,7 +330,8 @@ class NotebookPage:
         return self
 
     def menu(self, top: str, item: str | re.Pattern) -> None:
-        click_menu(self.page, top, item)
+        """``top`` and a string ``item`` are English labels, shown in the lab's edition."""
+        click_menu(self.page, self.lab.label(top), item if isinstance(item, re.Pattern) else self.lab.label(item))
 
     def wait_kernel_idle(self, timeout_s: float) -> None:
         self.page.locator(".jp-NotebookPanel:visible .jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(
@@ -351,7 +375,7 @@ class NotebookPage:
                 self.cell(a).locator(".jp-InputPrompt").click()
                 if b > a:
                     self.cell(b).locator(".jp-InputPrompt").click(modifiers=["Shift"])
-                self.menu("Run", re.compile(r"^Run Selected Cell"))
+                self.menu("Run", re.compile("^" + re.escape(self.lab.label("Run Selected Cell"))))
                 self.wait_ran(list(range(a, b + 1)), timeout_s)
         self.wait_ran(ran, timeout_s)
         self.wait_kernel_idle(timeout_s)

@@ -40,6 +40,14 @@ def lab(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def lab_zh(tmp_path_factory):
+    """``make lab EDITION=zh``: the Chinese edition's JupyterLab (menus from the official language pack)."""
+    with CourseLab(tmp_path_factory.mktemp("lab-zh"), edition="zh") as lab:
+        yield lab
+    assert lab.proc is None
+
+
+@pytest.fixture(scope="module")
 def browser(lab, tmp_path_factory):
     with sync_playwright() as pw:
         ctx = launch_browser(pw, tmp_path_factory.mktemp("chromium"))
@@ -290,13 +298,18 @@ def test_start_page_first_live_request(lab, page):
         nbp.close()
 
 
-def test_the_chinese_edition_as_a_learner_sees_it(lab, browser):
-    """中文版 in the same JupyterLab: the decision widget and the memory calculator of the Chinese chapters
-    show Chinese labels (and not the English ones), and a wrong answer in a Chinese lab gets a Chinese hint.
-    The kernels know the edition from their folder (zh/chapters, zh/labs): this lab sets no INFEROPT_EDITION."""
+def test_the_chinese_edition_as_a_learner_sees_it(lab, lab_zh, browser):
+    """中文版 as ``make lab EDITION=zh`` serves it: JupyterLab's own menus in Chinese (and not in English), the
+    decision widget and the memory calculator of the Chinese chapters with Chinese labels (and not the English
+    ones), and a wrong answer in a Chinese lab with a Chinese hint. The kernels also know the edition from their
+    folder (zh/chapters, zh/labs), without INFEROPT_EDITION: the lab's hint is checked in the English JupyterLab."""
+    en_lab, lab = lab, lab_zh
     pg = browser.new_page()
     nbp = NotebookPage(pg, lab, "zh/chapters/02-decision-tree.ipynb").open()
     try:
+        bar = pg.locator(".lm-MenuBar-itemLabel")
+        names = [t.strip() for t in bar.all_text_contents()]
+        assert "编辑" in names and "运行" in names and "Edit" not in names and "Run" not in names, names
         nbp.run(skip_code_cells=live_code_cells(lab.root / nbp.path))
         _assert_clean(nbp, "zh-02-decision-tree")
         pos = nbp.code_cell_with("DecisionWidget()")
@@ -318,7 +331,9 @@ def test_the_chinese_edition_as_a_learner_sees_it(lab, browser):
         nbp.screenshot("zh-05-memory-widget", pos)
     finally:
         nbp.close()
-    # lab 1, part 3 answered with a real pitfall id that is not the plan's: the check's hint in Chinese
+    # lab 1, part 3 answered with a real pitfall id that is not the plan's: the check's hint in Chinese, in the
+    # English JupyterLab (no INFEROPT_EDITION: the kernel reads the edition from the zh/labs folder)
+    lab = en_lab
     src = json.loads((lab.root / "zh/labs/lab1-decision-tree.ipynb").read_text(encoding="utf-8"))
     code = [c for c in src["cells"] if c["cell_type"] == "code"]
     answer = next(k for k, c in enumerate(code) if "part3(" in "".join(c["source"])) - 1
