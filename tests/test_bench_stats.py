@@ -113,3 +113,26 @@ def test_bad_input_is_one_line():
                  lambda: stats.percentile_bounds([1.0], level=1.5), lambda: stats.upper_rank(10, q=120)):
         with pytest.raises(CourseError):
             call()
+
+
+def test_slo_verdict_from_counts_is_slo_verdict_on_the_values():
+    """A histogram with a bound at the limit decides as the raw latencies would (chapter 06b's gates)."""
+    rng = np.random.default_rng(29)
+    cases = 0
+    for n in (1, 3, 6, 20, 44, 45, 46, 80, 200):
+        for _ in range(40):
+            vals = list(rng.lognormal(5, 0.4, size=n))
+            limit = float(rng.choice(vals)) + 0.5 if rng.random() < 0.7 else float(rng.uniform(50, 400))
+            within = sum(v <= limit for v in vals)
+            a, b = stats.slo_verdict("TTFT", vals, limit), stats.slo_verdict_counts("TTFT", n, within, limit)
+            assert (a.passed, a.basis) == (b.passed, b.basis), (n, within, limit, a.text, b.text)
+            cases += 1
+    assert cases == 360
+    # small n: judged on the maximum, and the text says so; a single request over the limit fails
+    v = stats.slo_verdict_counts("TTFT", 6, 6, 348)
+    assert v.passed is True and "judged on the maximum" in v.text and "n=6 < 45" in v.text
+    assert stats.slo_verdict_counts("TTFT", 6, 5, 348).passed is False
+    assert stats.slo_verdict_counts("TTFT", 100, 100, 348).basis == "order-statistic bound"
+    for bad in ((0, 0), (5, 6), (5, -1), (5.5, 5), (True, 1)):
+        with pytest.raises(CourseError):
+            stats.slo_verdict_counts("TTFT", *bad, 348)

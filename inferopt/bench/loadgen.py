@@ -192,7 +192,7 @@ def _progress(total: int, enabled: bool, desc: str):
 
 
 async def _run_async(ep, requests, concurrency, rate, schedule, warmup, duration_s, on_record,
-                     progress, seed, desc) -> RunResult:
+                     progress, seed, desc, stop_when=None) -> RunResult:
     import aiohttp
 
     timeout = aiohttp.ClientTimeout(total=ep.timeout_s)
@@ -227,6 +227,8 @@ async def _run_async(ep, requests, concurrency, rate, schedule, warmup, duration
                 while queue:
                     if duration_s is not None and time.perf_counter() - t0 >= duration_s:
                         return
+                    if stop_when is not None and stop_when():
+                        return
                     rid, spec = queue.pop()
                     done(await _send(session, ep, spec, rid, t0))
 
@@ -244,6 +246,8 @@ async def _run_async(ep, requests, concurrency, rate, schedule, warmup, duration
                 delay = at - (time.perf_counter() - t0)
                 if delay > 0:
                     await asyncio.sleep(delay)
+                if stop_when is not None and stop_when():
+                    return
                 if sem is None:
                     done(await _send(session, ep, spec, rid, t0))
                 else:
@@ -273,11 +277,14 @@ def _run_coro(make_coro):
 
 def run(endpoint: Endpoint, requests=None, *, concurrency: int | None = None, rate: float | None = None,
         schedule=None, warmup: int = 0, max_requests: int | None = None, duration_s: float | None = None,
-        on_record=None, progress: bool = True, seed: int = 0, desc: str = "requests", **labels) -> RunResult:
+        on_record=None, progress: bool = True, seed: int = 0, desc: str = "requests", stop_when=None,
+        **labels) -> RunResult:
     """Send ``requests`` (list of RequestSpec) to ``endpoint`` and return their records.
 
     Give ``concurrency`` (closed loop), or ``rate`` in requests/s (open loop, Poisson arrivals,
     ``concurrency`` then caps requests in flight), or ``schedule=[(send_at_s, RequestSpec), ...]``.
+    ``stop_when``: a function of no arguments, asked before each request is sent; once it returns
+    True no further request is sent (those under way finish and are recorded).
     ``labels`` (e.g. concurrency=4) are copied into the summary."""
     if schedule is None:
         if not requests:
@@ -293,6 +300,6 @@ def run(endpoint: Endpoint, requests=None, *, concurrency: int | None = None, ra
     else:
         schedule = sorted(schedule, key=lambda p: p[0])
     result = _run_coro(lambda: _run_async(endpoint, list(requests or []), concurrency, rate, schedule, warmup,
-                                          duration_s, on_record, progress, seed, desc))
+                                          duration_s, on_record, progress, seed, desc, stop_when))
     result.labels = {k: v for k, v in {"concurrency": concurrency, "rate": rate, **labels}.items() if v is not None}
     return result

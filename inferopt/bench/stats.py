@@ -215,3 +215,43 @@ def describe_tail(name: str, values_ms, q: float = 95, level: float = 0.9,
     if len(vals) < min_n:
         return f"{name} max = {max(vals):.0f} ms (n={len(vals)}; fewer than {min_n} requests, so no P{q:g})"
     return describe_ci(name, vals, q, level)
+
+
+def slo_verdict_counts(name: str, n: int, n_within: int, limit_ms: float, q: float = 95, *,
+                       level: float = 0.9) -> Verdict:
+    """:func:`slo_verdict` from two counts: ``n`` requests, ``n_within`` of them at or below ``limit_ms``.
+
+    Every rule of :func:`slo_verdict` depends on the values only through that count: the r-th fastest
+    is <= limit exactly when at least r requests are, and the maximum is <= limit when all n are. So a
+    histogram with a bucket bound *at* the limit gives the same verdict as the raw latencies (this is
+    how chapter 06b's canary gates read Prometheus): ``n`` is the histogram's ``_count``, ``n_within``
+    its bucket ``le=limit``.
+    """
+    _check(q, level, "slo_verdict_counts")
+    if isinstance(n, bool) or isinstance(n_within, bool) or int(n) != n or int(n_within) != n_within:
+        raise CourseError(f"slo_verdict_counts({name!r}): n={n!r} and n_within={n_within!r} must be whole "
+                          "request counts (round an increase() first, or read raw counter differences)")
+    n, n_within = int(n), int(n_within)
+    if n < 1 or not 0 <= n_within <= n:
+        raise CourseError(f"slo_verdict_counts({name!r}): need 1 <= n and 0 <= n_within <= n, got n={n}, "
+                          f"n_within={n_within} (no request in the window means there is nothing to judge)")
+    r, s = upper_rank(n, q, level), lower_rank(n, q, level)
+    need = min_samples_for_upper_bound(q, level)
+    conf = f"{level:.0%}"
+    share = f"{n_within} of {n} requests <= {limit_ms:g} ms"
+    if s is not None and n_within < s:
+        return Verdict(False, "order-statistic bound",
+                       f"{name} P{q:g} > {limit_ms:g} ms with {conf} confidence ({share}: the {s}th fastest, a lower "
+                       f"bound of the P{q:g}, is above the limit): fails")
+    if r is not None:
+        if n_within >= r:
+            return Verdict(True, "order-statistic bound",
+                           f"{name} P{q:g} <= {limit_ms:g} ms with {conf} confidence ({share}: the {r}th fastest is "
+                           "an upper bound): passes")
+        return Verdict(None, "order-statistic bound",
+                       f"{name} P{q:g} undecided at {conf} ({share}); measure more requests")
+    ok = n_within == n
+    return Verdict(ok, "maximum (too few requests for a P95 bound)",
+                   f"{name}: {share}, so the slowest is {'within' if ok else 'over'} the limit: judged on the maximum, "
+                   f"since n={n} < {need} requests cannot bound a P{q:g} at {conf} confidence: "
+                   f"{'passes' if ok else 'fails'}")

@@ -136,6 +136,30 @@ def slos_on_bucket_bounds(slo: SLOs) -> SLOs:
                    tpot_p95_s=bucket_bound_at_or_above("vllm:request_time_per_output_token_seconds", slo.tpot_p95_s))
 
 
+# vLLM's bucket family (``--custom-histogram-buckets`` key) of each histogram a gate reads:
+# vllm/v1/metrics/loggers.py builds request_time_per_output_token_seconds from the inter_token_latency family
+BUCKET_FAMILY = {"vllm:time_to_first_token_seconds": "time_to_first_token",
+                 "vllm:request_time_per_output_token_seconds": "inter_token_latency"}
+
+
+def buckets_at_thresholds(slo: SLOs) -> dict:
+    """The ``--custom-histogram-buckets`` value that puts a bucket bound *at* ``slo``'s TTFT and TPOT
+    targets (vLLM's default bounds plus the two thresholds): a gate on such an engine counts the
+    requests at or below the threshold exactly (``le`` = the threshold), with no rounding up to the next
+    default bound and no interpolation. vLLM 0.32: ``vllm/config/observability.py:
+    ObservabilityConfig.custom_histogram_buckets``, one list per family."""
+    out = {}
+    for metric, family in BUCKET_FAMILY.items():
+        thr = slo.ttft_p95_s if family == "time_to_first_token" else slo.tpot_p95_s
+        out[family] = sorted(set(histogram_bounds(metric)) | {float(thr)})
+    return out
+
+
+def histogram_bucket_args(slo: SLOs) -> list:
+    """``["--custom-histogram-buckets", JSON]`` for an engine whose canary gates read ``slo``."""
+    return ["--custom-histogram-buckets", json.dumps(buckets_at_thresholds(slo))]
+
+
 def _le_regex(bound: float) -> str:
     """A PromQL regex (as the text inside "...") matching the le label of ``bound`` whether the
     server keeps it as exposed ('30.0', Prometheus 2.x) or normalises it ('30', Prometheus 3.x)."""
@@ -406,9 +430,9 @@ def canary_gates(slo: SLOs | None = None, selector: str = 'job="vllm",version="c
 
     return [
         {"gate": "TTFT P95", "promql": q("vllm:time_to_first_token_seconds"), "threshold": slo.ttft_p95_s,
-         "unit": "s", "pass_if": "below"},
+         "unit": "s", "pass_if": "below", "metric": "vllm:time_to_first_token_seconds"},
         {"gate": "TPOT P95", "promql": q("vllm:request_time_per_output_token_seconds"), "threshold": slo.tpot_p95_s,
-         "unit": "s", "pass_if": "below"},
+         "unit": "s", "pass_if": "below", "metric": "vllm:request_time_per_output_token_seconds"},
         {"gate": f"requests > {_num(slo.max_request_s)} s",
          "promql": f"sum(increase(vllm:e2e_request_latency_seconds_count{{{selector}}}[{window}])) - "
                    f"sum(increase(vllm:e2e_request_latency_seconds_bucket{{{selector},le=~\"{_le_regex(slo.max_request_s)}\"}}[{window}]))",

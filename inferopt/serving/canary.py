@@ -20,16 +20,54 @@ from __future__ import annotations
 import math
 import time
 
-from inferopt.monitoring.alerts import SLOs, canary_gates, duration_seconds, gate_passes
+from inferopt.bench.stats import slo_verdict_counts
+from inferopt.errors import CourseError
+from inferopt.monitoring.alerts import SLOs, _le_regex, canary_gates, duration_seconds, gate_passes
 
 SELECTOR = 'job="vllm",version="canary"'
 
 
-def read_gates(prom, slo: SLOs, window_s: int, selector: str = SELECTOR, errors: str = "engine") -> list:
+def counter_delta(prom, series: str, window_s: int):
+    """``sum(series)`` now minus ``window_s`` seconds ago: a counter's raw increase, in whole requests
+    (``increase()`` extrapolates to the window's edges and gives 4.8 for 4). None: no such series now."""
+    return prom.query_value(f"sum({series}) - (sum({series} offset {int(window_s)}s) or vector(0))")
+
+
+def _percentile_gate(prom, g: dict, selector: str, window_s: int, level: float) -> dict:
+    """A P95 gate judged as :func:`inferopt.bench.stats.slo_verdict` judges raw latencies: from the
+    requests of the window (``_count``) and those at or below the threshold (the bucket ``le`` = the
+    threshold, which must be a bound of the canary's histogram: :func:`alerts.histogram_bucket_args`)."""
+    metric, thr = g["metric"], g["threshold"]
+    n = counter_delta(prom, f"{metric}_count{{{selector}}}", window_s)
+    row = {**g, "quantile": prom.query_value(g["promql"]), "n": None, "n_within": None, "value": None,
+           "passed": False, "basis": "no data", "verdict": f"{g['gate']}: no request of the canary in the window"}
+    if n is None or round(n) < 1:
+        return row
+    within = counter_delta(prom, f'{metric}_bucket{{{selector},le=~"{_le_regex(thr)}"}}', window_s)
+    if within is None:
+        raise CourseError(f"gate {g['gate']}: the canary's {metric} has no bucket bound at the threshold "
+                          f"{thr:g} s, so no count of the requests under it is exact. Start the canary's engine "
+                          "with alerts.histogram_bucket_args(slo) (vLLM's --custom-histogram-buckets, chapter 06).")
+    v = slo_verdict_counts(g["gate"], round(n), round(within), thr * 1000, level=level)
+    return {**row, "n": round(n), "n_within": round(within), "value": round(within) / round(n),
+            "passed": v.passed is True, "basis": v.basis, "verdict": v.text}
+
+
+def read_gates(prom, slo: SLOs, window_s: int, selector: str = SELECTOR, errors: str = "engine",
+               level: float = 0.9) -> list:
     """Every canary gate evaluated now over the last ``window_s`` seconds: the gate rows of
-    :func:`canary_gates` plus ``value`` (None when the query returned no series) and ``passed``."""
+    :func:`canary_gates` plus ``value`` (None when the query returned no series) and ``passed``.
+
+    The P95 gates are not read from ``histogram_quantile`` (an interpolation inside a bucket, and from
+    a handful of requests about the slowest one): each is :func:`slo_verdict_counts` on the requests of
+    the window, at confidence ``level`` when there are enough of them, else on the slowest request,
+    with the reason in ``verdict``; ``value`` is then the share of requests at or below the threshold.
+    An undecided verdict does not pass."""
     rows = []
     for g in canary_gates(slo, selector=selector, window=f"{int(window_s)}s", errors=errors):
+        if g.get("metric"):
+            rows.append(_percentile_gate(prom, g, selector, window_s, level))
+            continue
         value = prom.query_value(g["promql"])
         rows.append({**g, "value": value, "passed": gate_passes(g, value)})
     return rows
@@ -42,7 +80,7 @@ def canary_requests(prom, window_s: int, selector: str = SELECTOR) -> float:
 
 
 def rollout(gateway, prom, slo: SLOs, send, weights=(5, 50, 100), selector: str = SELECTOR,
-            errors: str = "engine", progress: bool = True) -> list:
+            errors: str = "engine", progress: bool = True, level: float = 0.9) -> list:
     """Run the canary through ``weights`` (percent); return the trace, one dict per step:
     {weight, seconds, sent, failed, routed (requests per version at the gateway), canary_requests
     (from Prometheus), gates (see :func:`read_gates`), decision ('promote' | 'done' | 'roll back')}.
@@ -57,7 +95,7 @@ def rollout(gateway, prom, slo: SLOs, send, weights=(5, 50, 100), selector: str 
         time.sleep(2 * scrape_s + 0.5)              # the step's last samples are scraped
         seconds = time.monotonic() - t0
         window_s = math.ceil(seconds)
-        gates = read_gates(prom, slo, window_s, selector=selector, errors=errors)
+        gates = read_gates(prom, slo, window_s, selector=selector, errors=errors, level=level)
         routed = gateway.requests_per_version() - routed_before
         summary = result.summary()
         ok = all(g["passed"] for g in gates)
