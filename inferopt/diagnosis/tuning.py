@@ -285,6 +285,36 @@ def tune(start: Start, slo, tokenizer=None, *, max_steps: int = MAX_STEPS, log=p
     return trace
 
 
+def predicted_step(start: Start, slo, predict_metrics) -> dict:
+    """The loop's first step with a model in place of the engine, before any engine runs.
+
+    ``predict_metrics(args, kv_bytes)`` answers what :func:`measure` would read (e.g.
+    :func:`inferopt.performance.live.tuning_metrics`). The decision engine gets the predicted start, names
+    its first change exactly as :func:`tune` would, and the model predicts the metrics after it: the
+    prediction the live loop's first step is then compared with."""
+    from inferopt.diagnosis.decision import diagnose
+
+    slos = {"ttft_p95_ms": slo.ttft_ms, "tpot_p95_ms": slo.tpot_ms}
+    args, kv = tuple(start.extra_args), start.kv_cache_bytes
+    cur = predict_metrics(args, kv)
+    out = {"start": start.name, "before": cur, "change": None, "branch": None, "metric": None, "after": None}
+    if _score(cur, slo) <= 1:
+        return out
+    metrics = {k: cur[k] for k in ("ttft_p95_ms", "tpot_p95_ms", "preemptions", "queue_len", "kv_cache_usage",
+                                   "prefix_cache_hit_rate") if k in cur}
+    d = diagnose(metrics, slos, start.workload, techniques_on(args), _deployment(start, args, kv))
+    cands = _candidates(d)
+    out["branch"] = d.branch
+    if not cands:
+        return out
+    cid, add, remove = cands[0]
+    new_args, new_kv = apply_change(args, kv, add, remove)
+    out.update(change=f"{cid}: " + " ".join(add) + (f" (remove {' '.join(remove)})" if remove else ""),
+               metric=d.worst_metric if d.worst_metric in ("ttft_p95_ms", "tpot_p95_ms") else "ttft_p95_ms",
+               after=predict_metrics(new_args, new_kv))
+    return out
+
+
 def calibrate_slo(tokenizer=None, log=print):
     """The lesson SLO of this machine, measured on a good configuration (vLLM defaults, 1 GiB KV)."""
     from inferopt.bench.lesson import calibrate, lesson_slo

@@ -65,6 +65,11 @@ class Prediction:
     step_shares: dict = field(default_factory=dict)
     error_band: dict = field(default_factory=dict)
     littles_law_in_flight: float | None = None
+    ttft_max_ms: float = float("nan")
+    tpot_max_ms: float = float("nan")
+    itl_p50_ms: float = float("nan")   # gaps between tokens, over every decoding request's tokens
+    itl_p99_ms: float = float("nan")
+    requests: list = field(default_factory=list)   # with explicit arrivals, per request in order: ttft/tpot/e2e ms
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -78,6 +83,19 @@ def _pct(xs: list, q: float) -> float:
     lo = math.floor(k)
     hi = min(lo + 1, len(s) - 1)
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def _wpct(weighted: list, q: float) -> float:
+    """The q-quantile of values given as (value, count) pairs (each step's time, once per decoding request)."""
+    total = sum(k for _, k in weighted)
+    if not total:
+        return float("nan")
+    seen, target = 0, q * total
+    for v, k in sorted(weighted):
+        seen += k
+        if seen >= target:
+            return v
+    return max(v for v, _ in weighted)
 
 
 def _mean(xs: list) -> float:
@@ -140,8 +158,11 @@ def predict(model, gpu: str, *, input_tokens: int, output_tokens: int, concurren
             gpu_memory_utilization: float = memory.DEFAULT_GPU_MEMORY_UTILIZATION, max_model_len: int | None = None,
             kv_cache_memory_bytes: int | None = None, api_server_count: int = 1, num_requests: int | None = None,
             profile: P.Profile | None = None, roof: R.Roof | None = None, seed: int = 0,
-            lengths: list | None = None, num_scheduler_steps: int = 1) -> Prediction:
-    """The model's prediction for one operating point (see the module docstring)."""
+            lengths: list | None = None, num_scheduler_steps: int = 1, arrivals: list | None = None) -> Prediction:
+    """The model's prediction for one operating point (see the module docstring).
+
+    ``arrivals``: explicit arrival times in seconds (one per request, in order, with ``lengths``) instead of
+    a concurrency or a rate: a scripted scene, e.g. decode streams that a long prompt joins."""
     spec = load_spec(model)
     on_cpu = str(gpu).lower() == "cpu"
     tp = _num("tp", tp, whole=True, lo=1)
@@ -162,8 +183,10 @@ def predict(model, gpu: str, *, input_tokens: int, output_tokens: int, concurren
     _num("max_num_batched_tokens", max_num_batched_tokens, whole=True, lo=1)
     _num("max_model_len", max_model_len, whole=True, lo=1)
     _num("num_scheduler_steps", num_scheduler_steps, whole=True, lo=1)
-    if (concurrency is None) == (request_rate is None):
+    if sum(x is not None for x in (concurrency, request_rate, arrivals)) != 1:
         raise CourseError("give either --concurrency (closed loop) or --request-rate (open loop), not both")
+    if arrivals is not None and (replicas != 1 or not lengths or len(lengths) != len(arrivals)):
+        raise CourseError("arrivals: give one (prompt, output) pair in lengths per arrival, on one replica")
     prof = profile or P.profile("cpu" if on_cpu else "gpu")
     fmt = memory.resolve_weight_format(spec, weights)
     if on_cpu:
@@ -192,9 +215,10 @@ def predict(model, gpu: str, *, input_tokens: int, output_tokens: int, concurren
                           float(prefix_hit_fraction), int(api_server_count))
     per_conc = None if concurrency is None else max(1, math.ceil(concurrency / replicas))
     per_rate = None if request_rate is None else request_rate / replicas
-    n = num_requests or (max(4 * per_conc, 40) if per_conc else int(min(3000, max(100, per_rate * 30))))
+    n = (len(arrivals) if arrivals is not None else num_requests
+         or (max(4 * per_conc, 40) if per_conc else int(min(3000, max(100, per_rate * 30)))))
     wl = Workload(int(input_tokens), int(output_tokens), per_conc, per_rate, int(n), seed,
-                  [tuple(x) for x in lengths] if lengths else None)
+                  [tuple(x) for x in lengths] if lengths else None, list(arrivals) if arrivals is not None else None)
     res = simulate(engine, cfg, wl)
     T = res.duration_s or 1.0
     thr, req_thr, saturated = res.output_tokens / T, res.completed / T, False
@@ -243,7 +267,14 @@ def predict(model, gpu: str, *, input_tokens: int, output_tokens: int, concurren
         max_num_batched_tokens=budget,
         step_shares={k: round(v / total_k, 4) for k, v in sorted(res.kernel_time.items())},
         error_band=band,
-        littles_law_in_flight=(request_rate * e2e) if request_rate is not None else None)
+        littles_law_in_flight=(request_rate * e2e) if request_rate is not None else None,
+        ttft_max_ms=max(ttft) * 1e3 if ttft else float("nan"),
+        tpot_max_ms=max(res.tpot_s) * 1e3 if res.tpot_s else float("nan"),
+        itl_p50_ms=_wpct(res.itl_weighted, 0.5) * num_scheduler_steps * 1e3,
+        itl_p99_ms=_wpct(res.itl_weighted, 0.99) * num_scheduler_steps * 1e3,
+        requests=[{"ttft_ms": (r["ttft_s"] + fe + multi) * 1e3,
+                   "tpot_ms": None if r["tpot_s"] is None else r["tpot_s"] * 1e3, "e2e_ms": (r["e2e_s"] + fe) * 1e3}
+                  for r in sorted(res.records, key=lambda r: r["rid"])] if arrivals is not None else [])
 
 
 # ---------------------------------------------------------------- CLI: python -m inferopt predict

@@ -13,7 +13,8 @@ The step takes ``Engine.step_time`` (the per-kernel roofline with the profile's 
 front-end's time for that step's output when that is longer (:mod:`inferopt.performance.frontend`).
 Closed loop: ``concurrency`` requests stay outstanding (a new one arrives when one finishes, like
 ``vllm bench serve --max-concurrency``). Open loop: Poisson arrivals at ``request_rate`` from a fixed
-seed. Decoding requests are kept as aggregates (count, summed context, a heap of finish steps), so a
+seed, or at explicit ``arrivals`` (request i at ``arrivals[i]``, with ``lengths[i]``: a scripted scene such
+as decode streams joined by a long prompt). Decoding requests are kept as aggregates (count, summed context, a heap of finish steps), so a
 step costs O(1) plus the requests that change state in it.
 """
 from __future__ import annotations
@@ -51,6 +52,7 @@ class Workload:
     num_requests: int = 200
     seed: int = 0
     lengths: list | None = None        # per-request (prompt, output) tokens, cycled; overrides the two means
+    arrivals: list | None = None       # explicit arrival times (s), one per request: open loop, no rate
 
 
 @dataclass
@@ -89,6 +91,7 @@ class SimResult:
     max_running: int = 0
     arrival_span_s: float = 0.0
     finishes: list = field(default_factory=list)         # (arrival, finish, output tokens) per completed request
+    records: list = field(default_factory=list)          # per completed request: rid, arrival, ttft/tpot/e2e s, output
 
 
 def _check(cfg: SchedulerConfig, wl: Workload) -> None:
@@ -102,8 +105,14 @@ def _check(cfg: SchedulerConfig, wl: Workload) -> None:
         v = getattr(wl, name)
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise CourseError(f"{name}={v!r}: give a whole number >= 1")
-    if (wl.concurrency is None) == (wl.request_rate is None):
-        raise CourseError("give either a concurrency (closed loop) or a request rate (open loop), not both")
+    if sum(x is not None for x in (wl.concurrency, wl.request_rate, wl.arrivals)) != 1:
+        raise CourseError("give one of a concurrency (closed loop), a request rate or arrival times (open loop)")
+    if wl.arrivals is not None:
+        if len(wl.arrivals) != wl.num_requests or not all(
+                isinstance(a, (int, float)) and math.isfinite(a) and a >= 0 for a in wl.arrivals):
+            raise CourseError(f"arrivals: give {wl.num_requests} finite times >= 0 (seconds), one per request")
+        if list(wl.arrivals) != sorted(wl.arrivals):
+            raise CourseError("arrivals: give the times in order (request i arrives at arrivals[i], with lengths[i])")
     if wl.concurrency is not None and (not isinstance(wl.concurrency, int) or wl.concurrency < 1):
         raise CourseError(f"concurrency={wl.concurrency!r}: give a whole number >= 1")
     if wl.request_rate is not None and not (isinstance(wl.request_rate, (int, float)) and
@@ -128,7 +137,8 @@ def simulate(engine: Engine, cfg: SchedulerConfig, wl: Workload) -> SimResult:
         raise CourseError(f"the KV cache ({cfg.kv_capacity_tokens} tokens) cannot hold one request of "
                           f"{wl.input_tokens}+{wl.output_tokens} tokens: vLLM would not start with this max_model_len")
     rng = random.Random(wl.seed)
-    arrivals: list[float] = []
+    arrivals: list[float] = [float(a) for a in wl.arrivals] if wl.arrivals is not None else []
+    open_loop = wl.concurrency is None
     if wl.request_rate is not None:
         t = 0.0
         for _ in range(wl.num_requests):
@@ -184,13 +194,13 @@ def simulate(engine: Engine, cfg: SchedulerConfig, wl: Workload) -> SimResult:
         return True
 
     while res.completed < wl.num_requests and step < MAX_STEPS:
-        if wl.request_rate is not None:
+        if open_loop:
             while ai < len(arrivals) and arrivals[ai] <= now:
                 spawn(arrivals[ai])
                 ai += 1
         n_admitted_dec = len(decoding) + len(prefilling)
         if not waiting and n_admitted_dec == 0:
-            if wl.request_rate is not None and ai < len(arrivals):
+            if open_loop and ai < len(arrivals):
                 now = max(now, arrivals[ai])
                 continue
             break
@@ -225,7 +235,7 @@ def simulate(engine: Engine, cfg: SchedulerConfig, wl: Workload) -> SimResult:
             budget -= n
             admitted += 1
         if n_dec == 0 and not chunks:
-            if wl.request_rate is not None and ai < len(arrivals):   # nothing fits now; wait for work
+            if open_loop and ai < len(arrivals):   # nothing fits now; wait for work
                 now = max(now, arrivals[ai])
                 continue
             raise CourseError("the scheduler cannot place any request (KV cache too small for one prompt)")
@@ -298,14 +308,17 @@ def simulate(engine: Engine, cfg: SchedulerConfig, wl: Workload) -> SimResult:
             if wl.concurrency is not None and issued < wl.num_requests:
                 spawn(now)
     res.steps = step
-    first = 0.0 if wl.request_rate is None else (arrivals[0] if arrivals else 0.0)
+    first = 0.0 if not open_loop else (arrivals[0] if arrivals else 0.0)
     res.duration_s = now - first
-    res.arrival_span_s = (arrivals[-1] - arrivals[0]) if wl.request_rate is not None and len(arrivals) > 1 else 0.0
+    res.arrival_span_s = (arrivals[-1] - arrivals[0]) if open_loop and len(arrivals) > 1 else 0.0
     return res
 
 
 def _finish(r: _Req, now: float, res: SimResult, wl: Workload, times: list) -> None:
     res.finishes.append((r.arrival, now, r.output))
+    res.records.append({"rid": r.rid, "arrival_s": r.arrival, "ttft_s": r.first_time - r.arrival,
+                        "tpot_s": (now - r.first_time) / (r.output - 1) if r.output > 1 else None,
+                        "e2e_s": now - r.arrival, "output_tokens": r.output})
     res.completed += 1
     res.output_tokens += r.output
     res.ttft_s.append(r.first_time - r.arrival)

@@ -1,0 +1,135 @@
+"""The performance model on the course's live CPU engine: calibrated from a notebook's own idle run,
+predicting each branch of chapter 2b before it runs, and compared with what the branch measured.
+
+    roof = session_roof_from(cal)                   # cal: inferopt.bench.lesson.Calibration of this engine
+    before = cpu_predict(roof, input_tokens=100, output_tokens=32, concurrency=1, num_requests=2)
+    rows = [effect_row("B", "concurrency 1 -> 8", "throughput_tok_s", p1, p8, m1, m8), ...]
+
+The session's two roofs (FLOP/s, bytes/s) come from :func:`inferopt.performance.calibration.session_roof`,
+the same path the CPU calibration takes for every stored session: the idle TTFT and TPOT of this
+notebook's baseline engine fix them; the per-sequence and front-end costs are the stored CPU profile's
+(fitted on the runs of ``assets/results/perf_cpu_runs.yaml`` marked ``fit: true``).
+
+:func:`effect_row` compares an *effect*: the predicted after/before ratio of one metric against the
+measured one, and each level's relative error. The model's error on one level can be large while the
+effect is right (the session's speed cancels in a ratio), and the other way round.
+"""
+from __future__ import annotations
+
+import math
+
+from inferopt.errors import CourseError
+from inferopt.performance import profiles as P
+from inferopt.performance.calibration import CPU_KV_BYTES, CPU_MAX_MODEL_LEN, CPU_MODEL, session_roof
+from inferopt.performance.predict import Prediction, predict
+from inferopt.planning import platform_defaults
+from inferopt.planning import roofline as R
+
+
+def session_roof_from(cal) -> R.Roof:
+    """This engine's roofs from its idle calibration (``ttft_ms``/``tpot_ms`` P50, ``input_tokens``, ``output_tokens``)."""
+    idle = {"input_tokens": cal.input_tokens, "output_tokens": cal.output_tokens,
+            "ttft_p50": cal.ttft_ms, "tpot_p50": cal.tpot_ms}
+    return session_roof(P.profile("cpu"), idle)
+
+
+def cpu_predict(roof: R.Roof, **kw) -> Prediction:
+    """:func:`predict` for the course's CPU engine (SmolLM2-135M, float32, a 1 GiB KV cache by default)."""
+    kw.setdefault("kv_cache_memory_bytes", CPU_KV_BYTES)
+    kw.setdefault("max_model_len", CPU_MAX_MODEL_LEN)
+    return predict(CPU_MODEL, "cpu", dtype=platform_defaults.CPU.dtype, roof=roof, **kw)
+
+
+def sweep(roof: R.Roof, concurrencies, *, input_tokens: int, output_tokens: int, rounds: int = 2) -> dict:
+    """One prediction per concurrency, ``rounds`` x concurrency requests each (as ``concurrency_sweep`` sends)."""
+    return {c: cpu_predict(roof, input_tokens=input_tokens, output_tokens=output_tokens, concurrency=c,
+                           num_requests=rounds * c) for c in concurrencies}
+
+
+def interference(roof: R.Roof, *, budget: int, streams: int = 4, stream_input_tokens: int = 100,
+                 stream_output_tokens: int = 64, long_prompt_tokens: int = 1500, long_output_tokens: int = 8,
+                 arrive_at_s: float = 2.0) -> dict:
+    """Branch D's scene (``prefill_interference_run``): ``streams`` decode streams from t=0, one long prompt
+    at ``arrive_at_s``, under the token budget ``budget``. The ITL percentiles are over every decoding
+    request's gaps (the long request's few included); ``long_ttft_ms`` is the long prompt's own TTFT."""
+    lengths = [(stream_input_tokens, stream_output_tokens)] * streams + [(long_prompt_tokens, long_output_tokens)]
+    p = cpu_predict(roof, input_tokens=long_prompt_tokens, output_tokens=stream_output_tokens, lengths=lengths,
+                    arrivals=[0.0] * streams + [float(arrive_at_s)], max_num_batched_tokens=int(budget))
+    return {"itl_p50_ms": p.itl_p50_ms, "itl_p99_ms": p.itl_p99_ms, "long_ttft_ms": p.requests[-1]["ttft_ms"],
+            "binding_limit": p.binding_limit, "why": p.why, "prediction": p}
+
+
+def tuning_metrics(roof: R.Roof, start, args, kv_cache_bytes: int) -> dict:
+    """What :func:`inferopt.diagnosis.tuning.measure` would read for a starting point's workload (``start``:
+    a ``tuning.Start``) under ``args`` and a KV budget, predicted: the slowest request's TTFT and TPOT in the
+    P95 keys (the loop's runs have fewer than 20 requests), preemptions, the queue, the KV use and, with
+    prefix caching on, the share of prompt tokens found cached (every run is primed with the shared prompt)."""
+    args = list(args)
+    r = start.run
+    prefix_on = "--no-enable-prefix-caching" not in args
+    kw = {}
+    for flag, key in (("--max-num-batched-tokens", "max_num_batched_tokens"), ("--max-num-seqs", "max_num_seqs")):
+        if flag in args:
+            kw[key] = int(args[args.index(flag) + 1])
+    hit = r["shared_prefix"] / r["prompt"] if prefix_on and r["shared_prefix"] else 0.0
+    p = cpu_predict(roof, input_tokens=r["prompt"], output_tokens=r["output"], concurrency=r["concurrency"],
+                    num_requests=r["n"], kv_cache_memory_bytes=int(kv_cache_bytes), max_model_len=start.max_model_len,
+                    prefix_hit_fraction=hit, **kw)
+    m = {"ttft_p95_ms": p.ttft_max_ms, "tpot_p95_ms": p.tpot_max_ms, "n": r["n"], "preemptions": p.preemptions,
+         "queue_len": math.ceil(p.queue_len), "kv_cache_usage": min(1.0, p.kv_usage_max),
+         "binding_limit": p.binding_limit, "why": p.why}
+    if prefix_on:
+        m["prefix_cache_hit_rate"] = hit
+    return m
+
+
+def effect_row(branch: str, change: str, metric: str, pred_before: float, pred_after: float,
+               meas_before: float, meas_after: float, binding_limit: str = "") -> dict:
+    """One line of the predicted-vs-measured table: both levels, both effects (after / before) and the errors."""
+    vals = (pred_before, pred_after, meas_before, meas_after)
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in vals):
+        raise CourseError(f"{branch} {metric}: predicted and measured levels must be positive numbers, got {vals}")
+    pr, mr = pred_after / pred_before, meas_after / meas_before
+    return {"branch": branch, "change": change, "metric": metric,
+            "predicted": f"{pred_before:.4g} -> {pred_after:.4g}", "measured": f"{meas_before:.4g} -> {meas_after:.4g}",
+            "predicted_effect": pr, "measured_effect": mr, "effect_error": pr / mr - 1,
+            "before_error": pred_before / meas_before - 1, "after_error": pred_after / meas_after - 1,
+            "same_direction": (pr > 1) == (mr > 1), "binding_limit": binding_limit}
+
+
+COLUMNS = ("branch", "change", "metric", "predicted", "measured", "predicted_effect", "measured_effect", "effect_error",
+           "before_error", "after_error", "binding_limit")
+
+
+def table(rows: list) -> str:
+    """The rows as a fixed-width text table: effects as x-ratios, errors as signed percentages."""
+    def cell(k, v):
+        if k.endswith("_effect"):
+            return f"x{v:.2f}"
+        if k.endswith("_error"):
+            return f"{v:+.0%}"
+        return str(v)
+    body = [[cell(k, r[k]) for k in COLUMNS] for r in rows]
+    widths = [max(len(k), *(len(b[i]) for b in body)) if body else len(k) for i, k in enumerate(COLUMNS)]
+    lines = ["  ".join(k.ljust(w) for k, w in zip(COLUMNS, widths, strict=True))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(b, widths, strict=True)) for b in body]
+    return "\n".join(lines)
+
+
+def figure(rows: list, title: str = "The model's predicted effect against the measured one"):
+    """Predicted against measured after/before ratio per row, on log axes, with the line of perfect agreement."""
+    import plotly.graph_objects as go
+
+    xs = [r["measured_effect"] for r in rows]
+    ys = [r["predicted_effect"] for r in rows]
+    lo, hi = min(xs + ys) / 1.3, max(xs + ys) * 1.3
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="predicted = measured",
+                             line={"dash": "dot", "color": "grey"}))
+    fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers+text", name="branch",
+                             text=[f"{r['branch']}: {r['metric']}" for r in rows], textposition="top center",
+                             marker={"size": 10}))
+    fig.update_xaxes(type="log", title="measured effect (after / before)")
+    fig.update_yaxes(type="log", title="predicted effect (after / before)")
+    fig.update_layout(title=title, height=480)
+    return fig
