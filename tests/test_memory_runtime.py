@@ -14,6 +14,9 @@ from inferopt.planning import memory as m
 from inferopt.planning import runtime_memory as rt
 
 ROWS = m.startup_log_rows()
+V1_FILE = REPO_ROOT / "tests" / "data" / "startup_logs_v1.yaml"
+V1_LOGS = m.startup_logs(V1_FILE)
+V1_ROWS = m.startup_log_rows(V1_LOGS)
 
 
 def test_at_least_eight_public_logs_each_cited():
@@ -158,3 +161,42 @@ def test_cli_shows_parts_the_original_beside_and_the_log_table():
     out = subprocess.run([sys.executable, "-m", "inferopt", "memory", "--startup-logs"],
                          capture_output=True, text=True, cwd=REPO_ROOT, check=True).stdout
     assert all(r["id"] in out for r in ROWS)
+
+
+# ---- vLLM >= 0.19 (tests/data/startup_logs_v1.yaml: why there are so few is written at its top)
+def test_v1_logs_are_recent_and_cited():
+    assert V1_LOGS, "no vLLM >= 0.19 log"
+    for log in V1_LOGS:
+        assert rt.parse_version(log["vllm_version"]) >= (0, 19), log["id"]
+        assert log["url"].startswith("https://github.com/") and log["source"] and log["inferred"], log["id"]
+    assert any(r["kind"] == "predict" for r in V1_ROWS)
+
+
+@pytest.mark.parametrize("row", [r for r in V1_ROWS if r["kind"] == "predict"], ids=lambda r: r["id"])
+def test_calculator_within_half_a_gib_of_each_v1_log(row):
+    """vLLM >= 0.21 accounting (the CUDA-graph estimate subtracted), from config.json + settings alone."""
+    assert row["parts"]["cuda_graph"] > 0
+    assert abs(row["error_gib"]) <= m.STARTUP_LOG_TOLERANCE_GIB, (row["id"], row["error_gib"])
+
+
+@pytest.mark.parametrize("row", [r for r in V1_ROWS if r["accounting_kv_gib"] is not None], ids=lambda r: r["id"])
+def test_vllm_0_2x_accounting_of_the_printed_parts(row):
+    """0.2x prints consumed (weights + non-torch) and a peak activation that holds the CUDA-graph estimate."""
+    assert abs(row["accounting_kv_gib"] - row["logged_kv_gib"]) < 0.02, row["id"]
+
+
+def test_v1_check_rejects_wrong_figures():
+    """The same check fails for figures that are off: the original chapter's flat 5 GB, no runtime memory
+    at all, and the log's settings misread (vLLM's default utilization 0.9 instead of the logged 0.9764)."""
+    log = next(lg for lg in V1_LOGS if lg["kind"] == "predict")
+    good = m.startup_log_rows([log])[0]
+    b_flat = m.gpu_budget(str(REPO_ROOT / log["model"]), log["catalog_gpu"], tp=1, weight_format="auto",
+                          gpu_memory_utilization=log["gpu_memory_utilization"], runtime="original-5gb",
+                          max_model_len=log["max_model_len"], cuda_total_gib=log["cuda_total_gib"])
+    logged = log["logged"]["kv_gib"]
+    assert abs(b_flat.kv_budget_gib - logged) > m.STARTUP_LOG_TOLERANCE_GIB      # 5 GB flat: about 3.7 GiB short
+    assert abs(good["parts"]["requested"] - good["parts"]["weights"] - logged) > m.STARTUP_LOG_TOLERANCE_GIB
+    misread = m.startup_log_rows([{**log, "gpu_memory_utilization": 0.9}])[0]
+    assert abs(misread["error_gib"]) > m.STARTUP_LOG_TOLERANCE_GIB
+    with pytest.raises(CourseError, match="logs"):
+        m.startup_logs(REPO_ROOT / "tests" / "data" / "public_cases_oracle.yaml")   # not a log file: refused

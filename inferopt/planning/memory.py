@@ -762,10 +762,17 @@ def _cli(args: argparse.Namespace) -> int:
 STARTUP_LOG_TOLERANCE_GIB = 0.5
 
 
-def startup_logs() -> list[dict]:
-    """The public vLLM start-up logs of ``assets/results/startup_logs.yaml`` (schema-checked)."""
+def startup_logs(file=None) -> list[dict]:
+    """The public vLLM start-up logs of ``assets/results/startup_logs.yaml`` (schema-checked), or of
+    another file of the same shape (``file``: e.g. the test data's vLLM >= 0.19 logs), each log checked
+    against the same item schema."""
     from inferopt import assets
-    return assets.load("results/startup_logs.yaml")["logs"]
+    if file is None:
+        return assets.load("results/startup_logs.yaml")["logs"]
+    items = assets.schema("results/startup_logs.yaml")["properties"]["logs"]["items"]
+    schema = {"type": "object", "required": ["logs"], "additionalProperties": False,
+              "properties": {"logs": {"type": "array", "minItems": 1, "items": items}}}
+    return assets.load_file(file, schema, "assets/results/startup_logs.schema.json (its log items)")["logs"]
 
 
 def _accounting_kv(log: dict) -> float:
@@ -774,10 +781,12 @@ def _accounting_kv(log: dict) -> float:
     requested = log["gpu_memory_utilization"] * lg["total_gib"]
     if "peak_torch_gib" in lg:                       # V0 0.6.4: peak_torch_memory includes the weights
         return requested - lg["peak_torch_gib"] - lg["non_torch_gib"]
+    if "consumed_gib" in lg:                         # 0.2x: consumed = weights + non-torch; the printed
+        return requested - lg["consumed_gib"] - lg["activation_gib"]   # peak activation holds the CUDA-graph estimate
     return requested - lg["weights_gib"] - lg["non_torch_gib"] - lg["activation_gib"]
 
 
-def startup_log_rows() -> list[dict]:
+def startup_log_rows(logs: list[dict] | None = None) -> list[dict]:
     """One row per public start-up log: what it logged, what vLLM's accounting of its printed parts
     gives, and (for shipped models) what the calculator predicts from config + GPU + settings alone.
 
@@ -785,7 +794,7 @@ def startup_log_rows() -> list[dict]:
     token_budget, logged_kv_gib, accounting_kv_gib, predicted_kv_gib, error_gib (predicted - logged),
     logged_weights_gib, predicted_weights_gib, outlier (reason or None), parts (the model's GiB)."""
     rows = []
-    for log in startup_logs():
+    for log in startup_logs() if logs is None else logs:
         lg = log["logged"]
         row = {"id": log["id"], "source": log["source"], "url": log["url"], "kind": log["kind"],
                "model": log.get("model"), "gpu": log["gpu"], "tp": log.get("tp"),
@@ -800,9 +809,14 @@ def startup_log_rows() -> list[dict]:
             spec = load_spec(log["model"])
             row["predicted_weights_gib"] = _weights_per_gpu(spec, weight_bytes(spec, "auto"), log["tp"]) / GiB
         elif log["kind"] == "predict":
-            b = gpu_budget(log["model"], log["gpu"], tp=log["tp"], weight_format="auto",
+            model = log["model"]
+            if "/" in model:                       # a config.json path, relative to the repository
+                from inferopt.paths import REPO_ROOT
+                model = str(REPO_ROOT / model)
+            b = gpu_budget(model, log.get("catalog_gpu", log["gpu"]), tp=log["tp"], weight_format="auto",
                            gpu_memory_utilization=log["gpu_memory_utilization"], max_model_len=log["max_model_len"],
-                           vllm_version=log["vllm_version"], max_num_batched_tokens=log.get("max_num_batched_tokens"))
+                           vllm_version=log["vllm_version"], max_num_batched_tokens=log.get("max_num_batched_tokens"),
+                           cuda_total_gib=log.get("cuda_total_gib"), usage=log.get("usage", "server"))
             row.update(predicted_kv_gib=b.kv_budget_gib, error_gib=b.kv_budget_gib - lg["kv_gib"],
                        predicted_weights_gib=b.weights_gib_per_gpu, token_budget=b.runtime.max_num_batched_tokens,
                        parts={"total": b.total_gib, "requested": b.requested_gib, "weights": b.weights_gib_per_gpu,
