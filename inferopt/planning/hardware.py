@@ -126,3 +126,45 @@ def gpu_rows() -> list[dict]:
         row["max_num_batched_tokens"], row["max_num_seqs"] = batch_defaults(gid)
         out.append(row)
     return out
+
+
+def _flags_in(needle: list, hay: list) -> bool:
+    """Whether ``needle`` appears as a contiguous run in ``hay`` (a rule's flags inside a technique's)."""
+    n = len(needle)
+    return n > 0 and any(list(hay[i:i + n]) == list(needle) for i in range(len(hay) - n + 1))
+
+
+def technique_verdict(enable_flags, gpu) -> dict:
+    """What the hardware table says about a technique's vLLM flags on one GPU (a catalog name/alias).
+
+    Returns ``{"ruled_out": bool, "why": str, "rules": [rule ids matched]}``, read only from
+    ``assets/hardware_rules.yaml``: the floor of the course's CUDA builds (``platform.vllm_cuda``, when
+    the table has it), the rules whose ``flags`` appear in ``enable_flags`` (the technique runs when at
+    least one of them holds on this GPU: FP8 weights run weight-only below the W8A8 floor), and for
+    ``--attention-backend X`` the backend vLLM itself picks on that GPU (the ``attention`` section)."""
+    flags = [str(f) for f in enable_flags]
+    cc = capability(gpu)
+    if cc is None:
+        raise CourseError(f"unknown GPU {gpu!r}: give a name or alias of assets/gpus.yaml")
+    gid = gpu_catalog.resolve(str(gpu), "gpu")
+    floor = table().get("platform", {}).get("vllm_cuda")
+    if floor is not None and cc < float(floor["min_capability"]):
+        return {"ruled_out": True, "rules": ["vllm_cuda"],
+                "why": f"vLLM 0.32's CUDA builds need compute capability >= {floor['min_capability']} "
+                       f"(this GPU: {cc}); nothing of vLLM's GPU engine runs here"}
+    matched = [rid for rid, r in rules().items() if _flags_in(r.get("flags", []), flags)]
+    if matched:
+        ok = [rid for rid in matched if cc >= min_capability(rid)]
+        if not ok:
+            need = min(min_capability(rid) for rid in matched)
+            return {"ruled_out": True, "rules": matched,
+                    "why": f"needs compute capability >= {need} ({', '.join(matched)}); this GPU: {cc}"}
+        return {"ruled_out": False, "rules": matched, "why": f"runs as {', '.join(ok)}"}
+    if "--attention-backend" in flags:
+        want = flags[flags.index("--attention-backend") + 1]
+        pick = table().get("attention", {}).get(gid, {}).get("auto")
+        if pick is not None and pick != want:
+            return {"ruled_out": True, "rules": ["attention"],
+                    "why": f"vLLM picks {pick} on this GPU, not {want}"}
+        return {"ruled_out": False, "rules": ["attention"], "why": f"vLLM picks {pick} here"}
+    return {"ruled_out": False, "rules": [], "why": "no hardware rule in the table"}
