@@ -7,6 +7,8 @@
                    the translation to update
   update [NB ...]  merge each notebook's .po with its current English units (changed units: fuzzy, with the
                    old English kept as ``#| msgid``; new units: empty; removed units: obsolete)
+  assets-update    merge locale/zh_CN/LC_MESSAGES/assets.po with the learner-visible prose of assets/ (inferopt.i18n.prose)
+  assets-check     every learner-visible asset string has a Chinese translation that keeps its numbers, flags, code
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import sys
 
 from inferopt.errors import CourseError
 from inferopt.i18n import build as b
-from inferopt.i18n import checks
+from inferopt.i18n import checks, prose
 from inferopt.paths import REPO_ROOT
 
 
@@ -49,6 +51,8 @@ def main(argv=None) -> int:
         sub.add_parser(name).add_argument("notebooks", nargs="*")
     sub.add_parser("check")
     sub.add_parser("diff").add_argument("notebook")
+    sub.add_parser("assets-update")
+    sub.add_parser("assets-check")
     a = ap.parse_args(argv)
     try:
         if a.cmd == "build":
@@ -63,6 +67,21 @@ def main(argv=None) -> int:
                 c = b.update(nb)
                 print(f"{b.domain(nb)}: {c['kept']} current, {c['fuzzy']} fuzzy, {c['new']} new, "
                       f"{c['obsolete']} obsolete")
+            return 0
+        if a.cmd == "assets-update":
+            c = prose.update()
+            print(f"{prose.DOMAIN}: {c['kept']} kept, {c['new']} new, {c['obsolete']} obsolete "
+                  f"({len(prose.english())} learner-visible strings)")
+            return 0
+        if a.cmd == "assets-check":
+            problems = prose.missing()
+            for p in problems:
+                print("-", p)
+            if problems:
+                print(f"{len(problems)} problem(s); run {prose.FIX_UPDATE}, then translate the empty entries "
+                      f"of locale/zh_CN/LC_MESSAGES/{prose.DOMAIN}.po")
+                return 1
+            print(f"every learner-visible asset string ({len(prose.english())}) has a current Chinese translation")
             return 0
         if a.cmd == "diff":
             print(b.diff_text(b.source_of(a.notebook)))

@@ -17,6 +17,7 @@ from inferopt.diagnosis import knowledge
 from inferopt.diagnosis.decision import Diagnosis, diagnose
 from inferopt.errors import CourseError
 from inferopt.i18n import tr
+from inferopt.i18n.prose import prose
 from inferopt.planning import gpu_catalog
 from inferopt.widgets._common import error_html, esc
 from inferopt.widgets.deployment_inputs import DeploymentInputs
@@ -34,20 +35,32 @@ def _layout_nodes():
     for b in branches:
         ys = []
         for c in b["conditions"]:
-            nodes[c["id"]] = (2, -y, f"{c['id']}: {c['title']}")
+            nodes[c["id"]] = (2, -y, f"{c['id']}: {prose(c['title'])}")
             edges.append((b["id"], c["id"]))
             leaves[c["id"]] = [t["id"] for t in c["techniques"]] + [a["id"] for a in c["actions"]]
             ys.append(-y)
             y += 1
-        nodes[b["id"]] = (1, sum(ys) / len(ys), b["title"])
+        nodes[b["id"]] = (1, sum(ys) / len(ys), prose(b["title"]))
         edges.append(("baseline", b["id"]))
     nodes["baseline"] = (0, sum(n[1] for k, n in nodes.items() if k in {b["id"] for b in branches}) / len(branches),
-                         tree["baseline"]["title"])
+                         prose(tree["baseline"]["title"]))
     return nodes, edges, leaves
 
 
+def _width(ch: str) -> int:
+    return 2 if ord(ch) >= 0x2E80 else 1   # a CJK character takes two Latin columns
+
+
 def _short(text: str, n: int = 34) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
+    """``text`` cut to ``n`` Latin columns (a Chinese character counts two) with an ellipsis."""
+    if sum(map(_width, text)) <= n:
+        return text
+    out, used = "", 1
+    for ch in text:
+        if used + _width(ch) > n:
+            break
+        out, used = out + ch, used + _width(ch)
+    return out + "…"
 
 
 def tree_figure(diagnosis: Diagnosis | None = None):
@@ -108,31 +121,31 @@ def tree_figure(diagnosis: Diagnosis | None = None):
 def diagnosis_html(d: Diagnosis) -> str:
     """HTML of a diagnosis: worst metric, branch, recommendations with reasons, conflicts, flag diff."""
     if d.branch is None:
-        parts = [f'<p style="color:{OK_COLOR}"><b>{esc(d.next_step)}</b></p>']
+        parts = [f'<p style="color:{OK_COLOR}"><b>{esc(prose(d.next_step))}</b></p>']
     else:
         parts = [f"<p><b>{tr('Worst metric:')}</b> {esc(d.worst_metric)} &nbsp; <b>{tr('Branch:')}</b> "
-                 f"{esc(d.branch_title)} &nbsp; <b>{tr('Path:')}</b> {esc(' → '.join(d.path))}</p>"]
+                 f"{esc(prose(d.branch_title))} &nbsp; <b>{tr('Path:')}</b> {esc(' → '.join(d.path))}</p>"]
         if len(d.order) > 1:
             parts.append(f"<p>{tr('Also failing, fix later in this order:')} {esc(', '.join(d.order[1:]))}</p>")
         if d.recommendations:
-            rows = "".join(f"<li><b>{esc(r['name'])}</b> — {esc(r['reason'])}<br><code>"
-                           f"{esc(shlex.join(r['flags_add'])) or '(no flag)'}</code></li>" for r in d.recommendations)
+            rows = "".join(f"<li><b>{esc(prose(r['name']))}</b> — {esc(prose(r['reason']))}<br><code>"
+                           f"{esc(shlex.join(r['flags_add'])) or tr('(no flag)')}</code></li>" for r in d.recommendations)
             parts.append(f"<p><b>{tr('Try (cheapest first):')}</b></p><ol>{rows}</ol>")
         for a in d.actions:
             flags = f" <code>{esc(shlex.join(a['flags_add']))}</code>" if a["flags_add"] else ""
-            parts.append(f"<p>{'Tune' if flags else 'Investigate'}: {esc(a['text'])}{flags}</p>")
+            parts.append(f"<p>{tr('Tune:') if flags else tr('Investigate:')} {esc(prose(a['text']))}{flags}</p>")
         for a in d.already_on:
-            parts.append(f"<p>Already on: {esc(a['id'])}</p>")
+            parts.append(f"<p>{tr('Already on:')} {esc(a['id'])}</p>")
         for s in d.skipped:
-            parts.append(f"<p>Not here: {esc(s['id'])} — {esc(s['reason'])}</p>")
+            parts.append(f"<p>{tr('Not here:')} {esc(s['id'])} — {esc(prose(s['reason']))}</p>")
     for c in d.conflicts:
-        parts.append(f'<p style="color:#922b21"><b>Conflict ({esc(c["severity"])}), §{esc(c["section"])} '
-                     f'{esc(c["title"])}:</b> {esc(c["advice"])}</p>')
+        parts.append(f'<p style="color:#922b21"><b>{tr("Conflict")} ({esc(c["severity"])}), §{esc(c["section"])} '
+                     f'{esc(prose(c["title"]))}:</b> {esc(prose(c["advice"]))}</p>')
     if d.flags or d.flags_remove:
         diff = "".join(f"- {esc(f)}\n" for f in d.flags_remove) + (f"+ {esc(shlex.join(d.flags))}\n" if d.flags else "")
         parts.append(f"<p><b>{tr('Flag diff of the next change')}</b> {tr('(one at a time):')}</p><pre>{diff}</pre>")
     if d.branch is not None:
-        parts.append(f"<p><b>{tr('Next:')}</b> {esc(d.next_step)}</p>")
+        parts.append(f"<p><b>{tr('Next:')}</b> {esc(prose(d.next_step))}</p>")
     return "\n".join(parts)
 
 

@@ -13,6 +13,7 @@ import ipywidgets as W
 from inferopt.diagnosis import knowledge
 from inferopt.errors import CourseError
 from inferopt.i18n import tr
+from inferopt.i18n.prose import prose
 from inferopt.widgets._common import error_html, esc
 
 COLUMNS = [("name", "Technique"), ("solves", "What it solves"), ("cost", "What it costs"),
@@ -38,14 +39,25 @@ def technique_rows(symptom: str | None = None, max_cost: str | None = None) -> l
     return rows
 
 
+_PROSE = ("solves", "cost", "module", "hardware")   # asset prose, shown in the edition's language
+
+
+def _shown_name(row: dict) -> str:
+    """The name column in the edition's language: the technique's translated name where it has one."""
+    names = {t.id: t.name for t in knowledge.techniques()}
+    english = names.get(row["id"])
+    return row["name"] if english is None or prose(english) == english else prose(english)
+
+
 def technique_table_html(rows: list) -> str:
-    """The rows as an HTML table (flags in code font)."""
+    """The rows as an HTML table (flags in code font; asset prose in the edition's language)."""
     head = "".join(f"<th style='text-align:left'>{esc(tr(h))}</th>" for _, h in COLUMNS)
     body = []
     for r in rows:
         cells = []
         for k, _ in COLUMNS:
-            v = esc(r[k])
+            v = esc(_shown_name(r) if k == "name" else prose(r[k]) if k in _PROSE
+                    else tr(r[k]) if k == "cost_level" else r[k])
             if k == "flags":  # long flag lists wrap inside their cell: the table fits the notebook
                 v = f'<code style="white-space:normal;overflow-wrap:anywhere">{v}</code>'
             cells.append(f"<td style='text-align:left'>{v}</td>")
@@ -58,7 +70,7 @@ class TechniqueTable(W.VBox):
 
     def __init__(self, symptom: str = "all", max_cost: str = "all"):
         names = knowledge.load("techniques")["symptom_names"]
-        self.symptom_w = W.Dropdown(options=[(tr("all symptoms"), "all")] + [(v, k) for k, v in names.items()],
+        self.symptom_w = W.Dropdown(options=[(tr("all symptoms"), "all")] + [(prose(v), k) for k, v in names.items()],
                                     value=symptom, description=tr("symptom"))
         self.cost_w = W.Dropdown(options=[(tr("any cost"), "all"), (tr("low"), "low"), (tr("up to medium"), "medium"),
                                           (tr("up to high"), "high")], value=max_cost, description=tr("cost"))

@@ -1,0 +1,163 @@
+"""The Chinese edition's asset prose: every learner-visible string of assets/ (inferopt.i18n.prose.FIELDS) has a
+current Chinese translation in locale/zh_CN/LC_MESSAGES/assets.po, and what the widgets and figures show in the
+zh edition holds no English asset prose (ids, flags and numbers stay as they are; the English edition is unchanged)."""
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+
+from inferopt import assets
+from inferopt.diagnosis.decision import diagnose
+from inferopt.i18n import __main__ as cli
+from inferopt.i18n import prose
+
+# diagnoses that walk every branch of the tree, with conflicts, skipped and already-on techniques
+CASES = [
+    dict(metrics={"oom": True, "ttft_p95_ms": 0, "tpot_p95_ms": 0}, slos={"ttft_p95_ms": 500},
+         workload={"concurrency": 64, "prompt_tokens": 3000, "output_tokens": 500, "num_gpus": 1,
+                   "model_weights_gib": 140, "gpu_type": "H100"}, techniques_on=["paged_attention"]),
+    dict(metrics={"ttft_p95_ms": 1800, "tpot_p95_ms": 30, "gpu_util": 0.3}, slos={"ttft_p95_ms": 500},
+         workload={"prompt_tokens": 3000, "shared_prefix_frac": 0.7, "concurrency": 32}),
+    dict(metrics={"ttft_p95_ms": 200, "tpot_p95_ms": 80, "gpu_util": 0.3}, slos={"ttft_p95_ms": 500, "tpot_p95_ms": 50},
+         workload={"concurrency": 4, "prompt_tokens": 5000}, techniques_on=["speculative_decoding", "int4_awq_marlin"]),
+    dict(metrics={"ttft_p95_ms": 200, "tpot_p95_ms": 30, "tpot_p99_ms": 300, "queue_len": 5, "preemptions": 2},
+         slos={"ttft_p95_ms": 500, "tpot_p95_ms": 50, "tpot_p99_ms": 100},
+         workload={"prompt_tokens": 3000, "concurrency": 16}, techniques_on=["chunked_prefill"]),
+]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_phrases():
+    """The phrase table is cached per language: drop what a test built from a patched catalog
+    (autouse fixtures are torn down last, after monkeypatch has put the real catalog back)."""
+    yield
+    prose._phrases.cache_clear()
+
+
+@pytest.fixture
+def zh(monkeypatch):
+    monkeypatch.setenv("INFEROPT_EDITION", "zh")
+
+
+def _drop(monkeypatch, english: str) -> None:
+    """The catalog without the translation of ``english`` (as if its entry were missing)."""
+    table = dict(prose.catalog())
+    assert english in table
+    del table[english]
+    monkeypatch.setattr(prose, "catalog", lambda language="zh_CN": table)
+    prose._phrases.cache_clear()
+
+
+def _plain(markup: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", " ", markup))
+
+
+def _figure_texts(fig) -> list[str]:
+    out = [fig.layout.title.text or ""]
+    for trace in fig.data:
+        for field in ("text", "hovertext", "x", "y", "labels"):
+            v = getattr(trace, field, None)
+            if v is None or isinstance(v, str):
+                out.append(v or "")
+            else:
+                out += [" ".join(map(str, x)) if isinstance(x, (list, tuple)) else str(x) for x in v]
+    return out
+
+
+def english_left(texts) -> list[str]:
+    """The English asset strings (with a translation that differs from them) that occur in ``texts`` outside
+    the translations themselves (分页注意力（PagedAttention） keeps the name), also cut short (a figure's label
+    ends with an ellipsis): the first 24 characters of each."""
+    table = prose.catalog()
+    shown = "\n".join(texts)
+    for zh in sorted(set(table.values()), key=len, reverse=True):   # a translation may keep an English name
+        shown = shown.replace(zh, "\0")
+    return sorted(en for en in prose.english() if table.get(en, "") != en and len(en) >= 8
+                  and (en in shown or (len(en) > 24 and en[:24] in shown)))
+
+
+def decision_texts() -> list[str]:
+    from inferopt.widgets.decision_widget import DecisionWidget, diagnosis_html, tree_figure
+
+    w = DecisionWidget()
+    texts = [_plain(w.result_w.value), *_figure_texts(w.plot_w)]
+    for case in CASES:
+        d = diagnose(**case)
+        texts += [_plain(diagnosis_html(d)), *_figure_texts(tree_figure(d))]
+    return texts
+
+
+def test_every_learner_visible_asset_string_has_current_chinese():
+    assert prose.missing() == []
+    assert cli.main(["assets-check"]) == 0
+
+
+def test_every_field_path_names_text():
+    """A misspelt path in FIELDS would silently leave a field in English: each one finds strings."""
+    for name, paths in prose.FIELDS.items():
+        data = assets.load(name)
+        for p in paths:
+            assert list(prose._walk(data, p.split("."), "")), f"{name}: {p} finds no text"
+
+
+def test_check_fails_on_a_missing_or_unfaithful_entry(monkeypatch, capsys):
+    en = "The model weights alone do not fit"
+    _drop(monkeypatch, en)
+    assert any(repr(en) in line for line in prose.missing())
+    assert cli.main(["assets-check"]) == 1
+    assert "no Chinese for 'The model weights alone do not fit'" in capsys.readouterr().out
+    # a translation that loses a flag, a number, or a glossary term is reported too
+    table = dict(prose.catalog())
+    flag = "mean prompt tokens (--prompt-tokens)"
+    table[flag] = "平均提示词 token 数"
+    num = "PD disaggregation pays off on large clusters (8+ GPUs); use chunked prefill first"
+    table[num] = "PD 解耦在大集群上才划算；先用分块预填充"
+    term = "Serial decoding is the limit (small batches: each step produces one token)"
+    table[term] = "受限于串行（小批量：每步只产出一个 token）"
+    monkeypatch.setattr(prose, "catalog", lambda language="zh_CN": table)
+    problems = "\n".join(prose.missing())
+    assert "flags missing: --prompt-tokens" in problems
+    assert "numbers missing: 8" in problems
+    assert "glossary: 'decoding' should appear as 解码" in problems
+
+
+def test_zh_decision_widget_shows_no_english_asset_prose(zh):
+    texts = decision_texts()
+    assert english_left(texts) == []
+    shown = "\n".join(texts)
+    assert "光是模型权重就放不下" in shown and "[A] TTFT 过高" in shown
+    # ids and flags are never translated
+    for kept in ("tensor_parallel", "int4_awq_marlin", "--enable-prefix-caching", "C2", "baseline → A"):
+        assert kept in shown
+
+
+def test_zh_widget_check_fails_on_a_missing_entry(zh, monkeypatch):
+    en = "Prompts are long (thousands to tens of thousands of tokens): the prefill itself is slow"
+    _drop(monkeypatch, en)
+    assert english_left(decision_texts()) == [en]
+
+
+def test_english_edition_unchanged(monkeypatch):
+    monkeypatch.setenv("INFEROPT_EDITION", "en")
+    from inferopt.widgets.decision_widget import diagnosis_html, tree_figure
+
+    tree = assets.load("decision_tree.yaml")
+    hover = _figure_texts(tree_figure())
+    for b in tree["branches"]:
+        assert b["title"] in hover
+        for c in b["conditions"]:
+            assert f"{c['id']}: {c['title']}" in hover
+    d = diagnose(**CASES[0])
+    assert _plain(diagnosis_html(d)).count("The model weights alone do not fit") >= 1
+    assert prose.prose("The model weights alone do not fit") == "The model weights alone do not fit"
+
+
+def test_composed_messages_translate_their_asset_phrases(zh):
+    title = "The model weights alone do not fit"
+    zh_title = prose.catalog()[title]
+    assert prose.prose(f"C2: {title} (weights_fit = false, == false)") == f"C2: {zh_title} (weights_fit = false, == false)"
+    # a title lower-cased inside a sentence is found too
+    assert zh_title in prose.prose(f"already on; {title.lower()} persists")
+    assert prose.prose("tensor_parallel") == "tensor_parallel"
