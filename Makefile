@@ -50,9 +50,12 @@ $(STAMP): requirements-$(ENGINE).txt pyproject.toml
 	@if [ "$(ENGINE)" = gpu ]; then $(BIN)/python -m pip install -q --disable-pip-version-check -r requirements.in || exit 1; \
 	  PLAN=$$($(BIN)/python -m inferopt.serving.gpu_install --plan) || exit 1; echo "installing $$PLAN"; \
 	  $(BIN)/python -m pip install -q --disable-pip-version-check $$PLAN || exit 1; fi
-	@echo "installing requirements-$(ENGINE).txt (the lock) into $(VENV) (first time: a few minutes, ~3 GB)"
-	@$(BIN)/python -m pip install -q --disable-pip-version-check $(if $(filter cpu,$(ENGINE)),--no-deps) -r requirements-$(ENGINE).txt || { \
-	  echo; echo "pip could not install requirements-$(ENGINE).txt."; \
+	@# the lock after the builds: GPU asks the plan (cu130: requirements-gpu.txt; cu129 is not locked, its line says why)
+	@LOCK=requirements-$(ENGINE).txt; if [ "$(ENGINE)" = gpu ]; then LOCK=$$($(BIN)/python -m inferopt.serving.gpu_install --lock-file) || exit 1; fi; \
+	if [ -z "$$LOCK" ]; then echo "no lock for this GPU build: requirements.in's ranges and the pinned vLLM/torch build are installed, pip resolved the rest"; exit 0; fi; \
+	echo "installing $$LOCK (the lock) into $(VENV) (first time: a few minutes, ~3 GB)"; \
+	$(BIN)/python -m pip install -q --disable-pip-version-check $(if $(filter cpu,$(ENGINE)),--no-deps) -r $$LOCK || { \
+	  echo; echo "pip could not install $$LOCK."; \
 	  echo "If it could not find torch==2.13.0+cpu, add PyTorch's CPU wheel index:"; \
 	  echo "  make setup PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu"; \
 	  echo "GPU: python -m inferopt.serving.gpu_install says which vLLM/torch builds this driver runs (no cu128 torch 2.13 exists;"; \

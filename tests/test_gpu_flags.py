@@ -73,6 +73,7 @@ def test_an_explicit_dtype_is_kept_or_refused():
 def test_the_start_line_says_what_and_why():
     t4 = VLLMServer(kind="gpu", gpu="T4").start_line()
     assert "T4" in t4 and "float16" in t4 and "no bfloat16" in t4 and "\n" not in t4
+    assert "vllm/platforms/cuda.py: CudaPlatformBase.check_if_supports_dtype" in t4   # the generated rule's source
     h100 = VLLMServer(kind="gpu", gpu="H100").start_line()
     assert "bfloat16" in h100 and "has it" in h100
     reasons = gpu_flags.for_gpu("T4").reasons
@@ -85,11 +86,7 @@ def test_the_choice_comes_from_the_hardware_table(monkeypatch):
     t = copy.deepcopy(hardware.table())
     wrong = {"min_capability": 7.0, "flags": ["--dtype", "bfloat16"],
              "source": [{"file": "platforms/cuda.py", "function": "planted", "says": "a wrong floor"}]}
-    if gpu_flags.find_rule("bf16_dtype") is None:
-        t["planted"] = {"bf16_dtype": wrong}
-    for section in t.values():
-        if isinstance(section, dict) and "bf16_dtype" in section:
-            section["bf16_dtype"] = wrong
+    t["platform"]["bf16_dtype"] = wrong                          # the generated rule (hardware_table.py)
     t["kv_cache"]["fp8_kv"] = dict(t["kv_cache"]["fp8_kv"], min_capability=7.0)
     monkeypatch.setattr(hardware, "table", lambda: t)
     assert gpu_flags.for_gpu("T4").dtype == "bfloat16"            # what the test above would catch
@@ -108,3 +105,45 @@ def test_without_the_bf16_rule_the_catalog_answers(monkeypatch):
     assert "assets/gpus.yaml" in gpu_flags.for_gpu("T4").line
     bare = gpu_flags.for_gpu(7.5)                                  # a bare capability: vLLM's own auto dtype
     assert bare.dtype == "auto" and bare.args() == [] and "vLLM picks" in bare.line
+
+
+def _fake_nvidia_smi(tmp_path, monkeypatch, query: str, cuda: str = "12.4"):
+    """An nvidia-smi on PATH that answers the install probe's query (name, driver, compute_cap) like this GPU."""
+    exe = tmp_path / "nvidia-smi"
+    exe.write_text("#!/bin/sh\ncase \"$*\" in\n  *compute_cap*) printf '%s\\n' "
+                   f"'{query}' ;;\n  *) echo '| NVIDIA-SMI x  Driver Version: x  CUDA Version: {cuda} |' ;;\nesac\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
+
+
+def test_the_chapters_own_call_on_a_t4_machine_runs_float16(parser, tmp_path, monkeypatch):
+    """The chapters name no GPU (VLLMServer(**ENGINE_KW)): on a GPU machine the engine asks nvidia-smi, the path
+    every notebook takes. With a T4 answering, every notebook engine's command has --dtype float16 and vLLM's parser
+    reads it so; with an H100, bfloat16."""
+    configs = G.notebook_configurations()
+    _fake_nvidia_smi(tmp_path, monkeypatch, "Tesla T4, 550.54.15, 7.5")
+    for where, kw in configs:
+        kw = {k: v for k, v in kw.items() if k != "dtype"}
+        srv = VLLMServer(kind="gpu", gpu_memory_utilization=0.3, **kw)
+        assert srv.gpu is None, where                       # no GPU named: the probe decides
+        argv = srv.command()
+        assert _value(argv, "--dtype") == "float16" and "bfloat16" not in argv, where
+        assert not (_value(argv, "--kv-cache-dtype") or "").startswith("fp8"), where
+        assert "no bfloat16" in srv.start_line()
+    assert parser(G.gpu_command(configs[0][1])).dtype == "float16"
+    _fake_nvidia_smi(tmp_path, monkeypatch, "NVIDIA H100 80GB HBM3, 580.159.04, 9.0", "13.0")
+    assert _value(VLLMServer(kind="gpu", gpu_memory_utilization=0.3).command(), "--dtype") == "bfloat16"
+
+
+def test_the_planners_commands_run_on_their_gpu():
+    """plan's launch commands carry no KV dtype or quantization their GPU cannot run (the table's rules), and an
+    FP8 KV plan moved to a T4 is refused in one line."""
+    from inferopt.planning.planner import make_plan, scenario_names
+
+    for name in scenario_names():
+        plan = make_plan(name)
+        gpu = plan.scenario["requirements"]["gpu"]
+        gpu_flags.for_gpu(gpu, extra_args=plan.command.flags)          # raises for a flag the GPU cannot run
+        if "fp8" in plan.command.flags:
+            with pytest.raises(CourseError, match="--kv-cache-dtype fp8 on T4"):
+                gpu_flags.for_gpu("T4", extra_args=plan.command.flags)

@@ -79,8 +79,9 @@ CASES = [
      "PyPI metadata of vllm 0.32.0: Requires-Python <3.15,>=3.11 (3.13 inside)"),
     ("t4-470", "Tesla T4, 470.82.01, 7.5", "11.4", "3.11", None, "needs driver >= 525",
      "NVIDIA compatibility table: CUDA 11.x drivers (>= 450, < 525) run no CUDA 12 build"),
-    ("v100-550", "Tesla V100-SXM2-32GB, 550.54.15, 7.0", "12.4", "3.11", None, "INFEROPT_ENGINE=cpu",
-     "vLLM install docs: 'compute capability 7.5 or higher (e.g., T4 ...)'; assets/hardware_rules.yaml vllm_cuda"),
+    ("v100-550", "Tesla V100-SXM2-32GB, 550.54.15, 7.0", "12.4", "3.11", None, "builds run from 7.5",
+     "vLLM install docs: 'compute capability 7.5 or higher (e.g., T4 ...)'; torch 2.13's cu129/cu130 wheels are "
+     "built for 7.5 and up (torch/cuda/__init__.py PYTORCH_RELEASES_CODE_CC; pytorch/pytorch#188443)"),
     ("h100-py310", "NVIDIA H100 80GB HBM3, 580.159.04, 9.0", "13.0", "3.10", None, "needs Python 3.11",
      "PyPI metadata of vllm 0.32.0: Requires-Python <3.15,>=3.11"),
     ("kaggle-p100", "Tesla P100-PCIE-16GB, 550.163.01, 6.0", "12.4", "3.11", None, "compute capability 6.0",
@@ -88,27 +89,25 @@ CASES = [
 ]
 
 
-FLOOR_CASES = {"v100-550", "kaggle-p100"}      # decided by the hardware table's vllm_cuda rule (vLLM's floor)
+FLOOR_CASES = {"v100-550", "kaggle-p100"}      # decided by the hardware table's vllm_cuda rule (the builds' floor)
 
 
 @pytest.mark.parametrize("cid,query,cuda,python,build,text,source", CASES, ids=[c[0] for c in CASES])
 def test_install_choice_table(cid, query, cuda, python, build, text, source):
-    from inferopt.serving.gpu_flags import find_rule
-
     plan = choose(machine_from(query, f"| NVIDIA-SMI x  Driver Version: x  CUDA Version: {cuda}  |", python))
-    if cid in FLOOR_CASES and find_rule(gpu_install.FLOOR_RULE) is None:
-        # until assets/hardware_rules.yaml carries the floor, the plan says it did not check it (never silently)
-        assert plan.ok and "not checked: vLLM's compute-capability floor" in plan.message
-        return
     assert source and plan.build == build and plan.ok is (build is not None)
-    assert text in plan.message and "\n" not in plan.message
+    assert text in plan.message and "\n" not in plan.message and "not checked" not in plan.message
+    if cid in FLOOR_CASES:
+        assert "compute capability" in plan.message and "PYTORCH_RELEASES_CODE_CC" in plan.message
     if build == "cu130":
         assert plan.packages == CU130 and plan.index_urls == []
         assert plan.pip_args() == ["install", *CU130]
+        assert plan.lock == "requirements-gpu.txt" and "then the lock requirements-gpu.txt" in plan.message
     elif build == "cu129":
         assert plan.packages == CU129 and plan.index_urls == CU129_INDEX
         assert plan.pip_args() == ["install", *CU129, "--extra-index-url", CU129_INDEX[0],
                                    "--extra-index-url", CU129_INDEX[1]]
+        assert plan.lock is None and "NOT LOCKED" in plan.message      # said in its one line, never silently
     else:                                        # the stop: one line naming what is needed and the command
         assert plan.packages == [] and plan.pip_args() == [] and "make setup" in plan.message
     assert not any("cu128" in p for p in plan.packages + plan.index_urls)
@@ -137,6 +136,28 @@ def test_a_wrong_table_gives_other_answers(monkeypatch):
     wrong["builds"] = {"cu128": {**real["builds"]["cu129"], "packages": ["vllm==0.32.0+cu128", "torch==2.13.0+cu128"]}}
     plan = choose(machine_from("NVIDIA A10, 535.247.01, 8.6", "CUDA Version: 12.2", "3.12"))
     assert plan.packages != CU129                               # the table test above would fail on it
+
+
+def test_the_floor_is_read_from_the_hardware_table(monkeypatch):
+    """The V100 stop comes from the generated vllm_cuda rule (per build): a wrong floor for cu129 lets a V100 on a
+    CUDA 12 driver through, and without the rule the plan says it did not check (never silently)."""
+    import copy
+
+    from inferopt.planning import hardware
+    from inferopt.serving import gpu_flags
+
+    v100 = machine_from("Tesla V100-SXM2-32GB, 550.54.15, 7.0", "CUDA Version: 12.4", "3.12")
+    h200 = machine_from("NVIDIA H200, 580.159.04, 9.0", "CUDA Version: 13.0", "3.12")
+    assert not choose(v100).ok
+    t = copy.deepcopy(hardware.table())
+    t["platform"]["vllm_cuda"].update(min_capability=7.0, by_build={"cu130": 7.5, "cu129": 7.0})
+    monkeypatch.setattr(hardware, "table", lambda: t)
+    assert choose(v100).build == "cu129"
+    assert not choose(v100, build="cu130").ok and "runs from compute capability 7.5" in choose(v100, build="cu130").message
+    monkeypatch.setattr(gpu_flags, "find_rule", lambda rid: None)
+    plan = choose(v100)
+    assert plan.ok and "not checked: vLLM's compute-capability floor" in plan.message
+    assert choose(h200).build == "cu130"
 
 
 def test_forced_builds():
@@ -227,7 +248,23 @@ def test_setup_installs_the_plan_on_gpu_only():
                               text=True).stdout
     gpu, cpu = dry("gpu"), dry("cpu")
     plan_line = "PLAN=$(.venv/bin/python -m inferopt.serving.gpu_install --plan) || exit 1"
+    lock_line = "LOCK=$(.venv/bin/python -m inferopt.serving.gpu_install --lock-file) || exit 1"
     assert plan_line in gpu and 'if [ "gpu" = gpu ]' in gpu
     assert 'if [ "cpu" = gpu ]' in cpu                # the CPU path skips the branch: its install line is unchanged
     assert "whl/cu128" not in gpu + cpu
-    assert gpu.index(plan_line) < gpu.index("-r requirements-gpu.txt")   # the plan's builds first, then the rest
+    assert gpu.index(plan_line) < gpu.index(lock_line) < gpu.index("-r $LOCK")   # the builds first, then the lock
+    assert "LOCK=requirements-cpu.txt;" in cpu and 'if [ -z "$LOCK" ]' in gpu   # an unlocked build skips the lock
+
+
+def test_the_lock_file_command_line(tmp_path):
+    """make setup installs the lock the plan names: the cu130 build's, none for cu129 (not locked: it says why)."""
+    base = [sys.executable, "-m", "inferopt.serving.gpu_install", "--lock-file", "--python", "3.12"]
+    colab = subprocess.run([*base, "--fake-query", "Tesla T4, 550.54.15, 7.5", "--fake-cuda", "12.4"],
+                           cwd=ROOT, capture_output=True, text=True)
+    h200 = subprocess.run([*base, "--fake-query", "NVIDIA H200, 580.159.04, 9.0", "--fake-cuda", "13.0"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert colab.returncode == 0 and colab.stdout == "\n"
+    assert h200.returncode == 0 and h200.stdout == "requirements-gpu.txt\n" and (ROOT / h200.stdout.strip()).is_file()
+    stop = subprocess.run([*base, "--fake-query", "Tesla T4, 470.82.01, 7.5", "--fake-cuda", "11.4"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert stop.returncode == 1 and stop.stdout == ""

@@ -57,3 +57,73 @@ def test_the_check_fails_on_a_stale_number_and_prints_it(computed):
     bad = copy.deepcopy(computed)
     bad["batch_defaults"]["A100-SXM-80GB"] = [8192, 1024]     # the A100 exception forgotten
     assert hardware_table.batch_rows_disagree(bad) == ["A100-SXM-80GB: stored (2048, 256), vLLM (8192, 1024)"]
+
+
+def test_the_platform_rules_are_vllms_and_torchs_answers(computed):
+    """bfloat16 from vLLM's own dtype check per catalog GPU (8.0: T4 and V100 refused, and --dtype auto falls back to
+    float16 there); the CUDA builds' floor from the installed torch's table of what its cu129/cu130 wheels are
+    compiled for (7.5: the V100 and P100 stop)."""
+    plat = computed["platform"]
+    assert plat["bf16_dtype"]["min_capability"] == 8.0
+    assert "Bfloat16 is only supported" in plat["bf16_dtype"]["source"][0]["says"]
+    att = computed["attention"]
+    assert att["T4"]["dtype_auto"] == att["V100-SXM2-32GB"]["dtype_auto"] == "float16"
+    assert {r["dtype_auto"] for g, r in att.items() if r["compute_capability"] >= 8.0} == {"bfloat16"}
+    assert plat["vllm_cuda"]["min_capability"] == 7.5
+    assert plat["vllm_cuda"]["by_build"] == {"cu130": 7.5, "cu129": 7.5}
+    assert "12.8" not in plat["vllm_cuda"]["source"][0]["says"].split("CUDA builds:")[1]   # no cu128 torch 2.13
+    from inferopt.serving import gpu_flags
+
+    assert gpu_flags.supports(7.5, "vllm_cuda") and not gpu_flags.supports(7.0, "vllm_cuda")
+    assert not gpu_flags.supports(7.5, "bf16_dtype") and gpu_flags.supports(8.0, "bf16_dtype")
+
+
+def test_every_platform_source_is_in_the_installed_code():
+    import ast
+    import importlib
+    from pathlib import Path
+
+    for rid, r in yaml.safe_load(assets.text("hardware_rules.yaml"))["platform"].items():
+        for s in r["source"]:
+            root = Path(importlib.import_module(s.get("package", "vllm")).__file__).parent
+            tree = ast.parse((root / s["file"]).read_text())
+            names = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+            names |= {t.id for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign))
+                      for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
+            for part in s["function"].split("."):
+                assert part in names, f"{rid}: {s['function']} not in {s.get('package', 'vllm')}/{s['file']}"
+
+
+def test_a_build_torch_does_not_publish_is_refused(monkeypatch):
+    """The floor is read per build of assets/gpu_builds.yaml: a cu128 build (none exists for torch 2.13) stops the
+    generator with one line instead of a guessed floor; a CUDA 12.6 build would run a V100 (its list has 7.0) but
+    not a B200 (no Blackwell code): one floor cannot state that, and the generator says so."""
+    from inferopt.errors import CourseError
+
+    real = assets.load
+
+    def with_builds(builds):
+        def load(name, *a, **k):
+            got = real(name, *a, **k)
+            return dict(got, builds=builds) if name == "gpu_builds.yaml" else got
+        monkeypatch.setattr(assets, "load", load)
+
+    caps = [70, 75, 80, 86, 89, 90, 100]
+    with_builds({"cu128": {"cuda": "12.8"}})
+    with pytest.raises(CourseError, match="publishes no such build") as e:
+        hardware_table._cuda_floor(caps)
+    assert "\n" not in str(e.value)
+    with_builds({"cu126": {"cuda": "12.6"}})
+    with pytest.raises(CourseError, match="not monotonic"):
+        hardware_table._cuda_floor(caps)
+    assert hardware_table._cuda_floor(caps[:-1])["by_build"] == {"cu126": 7.0}
+
+
+def test_a_stale_platform_rule_shows_in_the_diff(computed):
+    stale = copy.deepcopy(yaml.safe_load(assets.text("hardware_rules.yaml")))
+    stale["platform"]["bf16_dtype"]["min_capability"] = 7.5          # a T4 would be told to run bfloat16
+    del stale["platform"]["vllm_cuda"]["by_build"]
+    regenerated = hardware_table.merge(stale, computed)
+    assert regenerated["platform"]["bf16_dtype"]["min_capability"] == 8.0
+    assert regenerated["platform"]["vllm_cuda"]["by_build"] == {"cu130": 7.5, "cu129": 7.5}
+    assert regenerated["platform"]["vllm_cuda"]["cited"] == stale["platform"]["vllm_cuda"]["cited"]   # prose kept

@@ -46,14 +46,9 @@ def test_the_share_follows_the_free_memory():
 
 def test_a_runtime_that_cannot_run_vllm_stops_before_installing_it():
     p100 = dict(hosted.EXAMPLES["kaggle-t4x2"], query="Tesla P100-PCIE-16GB, 550.163.01, 6.0")
-    p = hosted.plan_for(p100)
-    from inferopt.serving.gpu_flags import find_rule
-    from inferopt.serving.gpu_install import FLOOR_RULE
-
-    if find_rule(FLOOR_RULE) is None:       # until the hardware table carries vLLM's floor: said, not silent
-        assert p.ok and "not checked" in p.note
-    else:
-        assert not p.ok and "INFEROPT_ENGINE=cpu" in p.note and not any("vllm" in c for c in p.commands)
+    p = hosted.plan_for(p100)                  # below the builds' floor (hardware_rules.yaml platform.vllm_cuda)
+    assert not p.ok and "INFEROPT_ENGINE=cpu" in p.note and not any("vllm" in c for c in p.commands)
+    assert "compute capability 6.0" in p.note and "\n" not in p.note
     old_driver = dict(hosted.EXAMPLES["colab-t4"], query="Tesla T4, 470.82.01, 7.5", cuda="11.4")
     p = hosted.plan_for(old_driver)
     assert not p.ok and "driver >= 525" in p.note and not any("vllm" in c for c in p.commands)

@@ -43,7 +43,8 @@ def rule(rule_id: str) -> dict:
 
 
 def cite(rule_id: str) -> str:
-    return "; ".join(f"vllm/{s['file']}: {s['function']}" for s in rule(rule_id)["source"])
+    """'vllm/<file>: <function>' (or 'torch/...' for a source in the installed torch) per source, joined by '; '."""
+    return "; ".join(f"{s.get('package', 'vllm')}/{s['file']}: {s['function']}" for s in rule(rule_id)["source"])
 
 
 def supports(capability: float, rule_id: str) -> bool:

@@ -24,8 +24,15 @@ plain ``nvidia-smi`` for its ``CUDA Version: X.Y`` header (:func:`parse_cuda_lin
 GPU machine runs ``python -m inferopt.serving.gpu_install --plan`` and installs what it prints, or stops
 with its line; the hosted-notebook first cell (chapter 00b) calls the same :func:`choose`.
 
-Command: ``python -m inferopt.serving.gpu_install [--plan | --json] [--build cu129|cu130]`` (also
+Command: ``python -m inferopt.serving.gpu_install [--plan | --json | --lock-file] [--build cu129|cu130]`` (also
 ``--fake-query TEXT --fake-cuda X.Y`` to answer for a machine that is not this one).
+
+Locks: the default build (cu130) is followed by the course's lock ``requirements-gpu.txt`` (compiled from PyPI,
+where that build lives). The cu129 build is NOT locked: its wheels are on wheels.vllm.ai and PyTorch's own
+index, which the machine that compiles the locks cannot reach, and the cu130 lock pins CUDA 13 packages
+(cuda-toolkit 13, nvidia-*-cu13) that do not belong beside it. Its plan says so in its one line, and ``make
+setup`` then installs the course's ranges (requirements.in) and the two pinned builds, letting pip resolve
+the rest (``--lock-file`` prints nothing).
 """
 from __future__ import annotations
 
@@ -129,6 +136,7 @@ class InstallPlan:
     index_urls: list
     message: str                    # one line: what was chosen and why, or what is needed and the command
     reasons: list                   # the cited facts behind it
+    lock: str | None = None         # the lock file installed after the builds (None: this build is not locked)
 
     def pip_args(self) -> list[str]:
         """``pip`` arguments that install the plan (empty when it is not ok)."""
@@ -161,14 +169,16 @@ def driver_cuda_major(driver: str) -> int | None:
     return None
 
 
-def _floor():
-    """(lowest compute capability vLLM 0.32 runs on, citation) from assets/hardware_rules.yaml."""
+def _floor() -> tuple[float | None, dict, str]:
+    """(lowest compute capability any vLLM 0.32 build runs on, {build id: its floor}, citation) from
+    assets/hardware_rules.yaml (rule ``vllm_cuda``, generated from the installed torch's own table)."""
     from inferopt.serving import gpu_flags
 
     r = gpu_flags.find_rule(FLOOR_RULE)
     if r is None:
-        return None, f"vLLM's compute-capability floor is not in assets/hardware_rules.yaml (rule {FLOOR_RULE})"
-    return float(r["min_capability"]), gpu_flags.cite(FLOOR_RULE)
+        return None, {}, f"vLLM's compute-capability floor is not in assets/hardware_rules.yaml (rule {FLOOR_RULE})"
+    return (float(r["min_capability"]), {b: float(c) for b, c in r.get("by_build", {}).items()},
+            gpu_flags.cite(FLOOR_RULE))
 
 
 def _capability(m: Machine) -> tuple[float | None, str]:
@@ -227,25 +237,32 @@ def choose(m: Machine, build: str | None = None) -> InstallPlan:
             raise CourseError(f"nvidia-smi says driver {m.driver} and CUDA {m.cuda}, but driver {major} runs CUDA "
                               f"{cuda_major} ({t['drivers']['source'].split(':')[0]}); check both answers")
     cap, cap_from = _capability(m)
-    floor, floor_cite = _floor()
+    floor, by_build, floor_cite = _floor()
     gpu_names = ", ".join(dict.fromkeys(m.gpus)) or "the GPU"
     if cap is not None and floor is not None and cap < floor:
         return InstallPlan(False, None, [], [],
-                           f"{gpu_names} has compute capability {cap} ({cap_from}); vLLM {t['vllm_version']} runs "
-                           f"from {floor} (T4 and newer): use the CPU engine, make setup INFEROPT_ENGINE=cpu",
-                           [floor_cite])
+                           f"{gpu_names} has compute capability {cap} ({cap_from}); vLLM {t['vllm_version']}'s CUDA "
+                           f"builds run from {floor} (T4 and newer; {floor_cite}): use the CPU engine, "
+                           "make setup INFEROPT_ENGINE=cpu", [floor_cite])
     order = [build] if build else list(builds)
     for bid in order:
         b = builds[bid]
+        if cap is not None and cap < by_build.get(bid, floor or 0.0):
+            if build:
+                return InstallPlan(False, None, [], [], f"build {bid} runs from compute capability {by_build[bid]}, "
+                                   f"{gpu_names} has {cap} ({floor_cite}): make setup INFEROPT_ENGINE=cpu", [floor_cite])
+            continue
         if major >= b["min_driver"]:
             why = (f"driver {m.driver} runs CUDA {cuda_major}" + (f" (nvidia-smi: CUDA {m.cuda})" if m.cuda else ""))
             skipped = [f"{o} needs driver >= {builds[o]['min_driver']}" for o in list(builds)[:list(builds).index(bid)]]
             cap_txt = f"compute capability {cap} ({cap_from})" if cap is not None else f"compute capability unknown: {cap_from}"
+            lock = b["lock"].get("file")
             line = (f"{gpu_names}: {why}; {cap_txt}: installing vLLM {t['vllm_version']} {bid} "
                     f"(CUDA {b['cuda']})" + (f"; {', '.join(skipped)}" if skipped and not build else "")
-                    + (f"; not checked: {floor_cite}" if floor is None else ""))
+                    + (f"; not checked: {floor_cite}" if floor is None else "")
+                    + (f", then the lock {lock}" if lock else f"; NOT LOCKED: {b['lock']['unlocked']}"))
             return InstallPlan(True, bid, list(b["packages"]), list(b["index_urls"]), line,
-                               list(b["sources"]) + [t["drivers"]["source"]])
+                               list(b["sources"]) + [t["drivers"]["source"]], lock)
     need = min(builds.values(), key=lambda b: b["min_driver"])
     if build:
         fit = next((o for o, b in builds.items() if major >= b["min_driver"]), None)
@@ -274,6 +291,8 @@ def main(argv=None) -> int:
                                  description="which vLLM/torch builds run on this GPU machine")
     ap.add_argument("--plan", action="store_true", help="print the pip arguments (or the one-line stop, exit 1)")
     ap.add_argument("--json", action="store_true", help="print the whole plan as JSON")
+    ap.add_argument("--lock-file", action="store_true",
+                    help="print the lock file make setup installs after the builds (empty: the build is not locked)")
     ap.add_argument("--build", default=None, help="force a build (cu130, cu129); default: INFEROPT_GPU_BUILD or the choice")
     ap.add_argument("--fake-query", default=None, help="answer of nvidia-smi --query-gpu=name,driver_version,compute_cap")
     ap.add_argument("--fake-cuda", default=None, help="the CUDA Version plain nvidia-smi prints")
@@ -297,6 +316,9 @@ def main(argv=None) -> int:
     if not plan.ok:
         print(plan.message, file=sys.stderr)
         return 1
+    if a.lock_file:
+        print(plan.lock or "")
+        return 0
     print(plan.message, file=sys.stderr)
     if a.plan:
         print(" ".join(plan.pip_args()[1:]))

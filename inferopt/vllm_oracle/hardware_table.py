@@ -15,7 +15,16 @@ What vLLM is asked (in a worker process whose platform is each catalog GPU, targ
   the floor is the lowest capability from which every catalog GPU holds it;
 - per GPU, the backend vLLM picks with the default KV cache and with FP8 (the ``attention`` section);
 - vLLM's default token budget per GPU: ``EngineArgs.get_batch_defaults`` under that GPU, compared
-  with the stored ``token_budget_defaults`` rows.
+  with the stored ``token_budget_defaults`` rows;
+- the model dtype (``platform.bf16_dtype``): ``current_platform.check_if_supports_dtype(torch.bfloat16)``
+  under each catalog GPU (the check the GPU worker runs at start, ``Worker.init_device``), its
+  ``supported_dtypes``, and the dtype ``--dtype auto`` resolves for a bfloat16 checkpoint (``dtype_auto`` per
+  GPU in ``attention``);
+- the GPU floor of the course's CUDA builds (``platform.vllm_cuda``): the installed torch's own table of the
+  compute capabilities each of its CUDA builds is compiled for (``torch.cuda.PYTORCH_RELEASES_CODE_CC``, read
+  with ``torch.cuda._code_compatible_with_device``) for each build in assets/gpu_builds.yaml. vLLM's own
+  kernel list (CMakeLists.txt ``CUDA_SUPPORTED_ARCHS``) is not in the installed wheel: it is cited in the
+  rule's ``cited``, not called.
 
 The course's prose (name, text, saves, speeds) stays in the YAML; only the fields vLLM decides are
 regenerated. What cannot be asked on a CPU: target_platform.NOT_RUN.
@@ -47,7 +56,10 @@ HEADER = """\
 # Read through inferopt/planning/hardware.py; checked against assets/schemas/hardware_rules.schema.json.
 #
 # min_capability: CUDA compute capability major.minor (vLLM compares major*10+minor, e.g. 75).
-# source: the file (relative to vllm/) and function the number comes from, and what it answered.
+# platform: the model dtype (vLLM's own dtype check) and the GPU floor of the course's CUDA builds (the installed
+# torch's table of what each of its CUDA builds is compiled for; vLLM's kernel list is cited, not installed).
+# source: the file (relative to vllm/, or to torch/ where package: torch) and function the number comes from, and
+# what it answered.
 """
 
 
@@ -78,12 +90,19 @@ def generate() -> dict:
     caps = sorted({round(float(g["compute_capability"]) * 10) for g in gpu_catalog.catalog().values()})
     with target_platform.use("H100"):   # the quantization modules ask the device when they are imported
         quant = _quantization_floors(caps)
-    attention, batch = {}, {}
+    attention, batch, bf16 = {}, {}, {}
     for gid in gpu_catalog.ids():
         with target_platform.use(gid):
             cap = current_platform.get_device_capability()
-            dtype = torch.bfloat16 if cap.to_int() >= 80 else torch.float16
+            dtype = torch.bfloat16 if torch.bfloat16 in current_platform.supported_dtypes else torch.float16
             row = {"compute_capability": _cap(cap.to_int())}
+            try:
+                current_platform.check_if_supports_dtype(torch.bfloat16)
+                bf16[cap.to_int()] = None
+            except ValueError as exc:               # what the GPU worker raises at start (Worker.init_device)
+                bf16[cap.to_int()] = " ".join(str(exc).split())
+            auto = EngineArgs(model=model_folder("llama-3.1-8b"), skip_tokenizer_init=True).create_engine_config()
+            row["dtype_auto"] = str(auto.model_config.dtype).removeprefix("torch.")
             for kv in ("auto", "fp8"):
                 sel = AttentionSelectorConfig(head_size=128, dtype=dtype, kv_cache_dtype=kv, block_size=None)
                 valid, invalid = current_platform.get_valid_backends(cap, sel)
@@ -120,7 +139,69 @@ def generate() -> dict:
                  "AttentionImpl.__init__ accepts it (the lowest catalog GPU that holds FP8 KV)"},
         *({"file": "v1/attention/backends/triton_attn.py", "function": "TritonAttentionImpl.__init__",
            "says": f"capability {c}: {why[:200]}"} for c, why in sorted(below.items())[-1:])]}}
-    return {"quantization": quant, "kv_cache": kv, "attention": attention, "batch_defaults": batch}
+    platform = {"bf16_dtype": _bf16_rule(bf16, attention), "vllm_cuda": _cuda_floor(caps)}
+    return {"quantization": quant, "kv_cache": kv, "platform": platform, "attention": attention,
+            "batch_defaults": batch}
+
+
+def _monotonic_floor(ok: dict, what: str) -> int:
+    """The lowest capability in ``ok`` ({capability: bool}) from which every one holds; CourseError otherwise."""
+    held = sorted(c for c, v in ok.items() if v)
+    if not held or any(not v for c, v in ok.items() if c >= held[0]):
+        raise CourseError(f"{what} is not monotonic in compute capability over the catalog ({ok}); "
+                          "one min_capability cannot state it")
+    return held[0]
+
+
+def _bf16_rule(refusals: dict, attention: dict) -> dict:
+    """The bfloat16 floor from vLLM's own dtype check, its supported_dtypes and the auto dtype it resolved."""
+    floor = _monotonic_floor({c: why is None for c, why in refusals.items()}, "vLLM's bfloat16 check")
+    below = max((c for c in refusals if c < floor), default=None)
+    auto = {round(r["compute_capability"] * 10): r["dtype_auto"] for r in attention.values()}
+    src = [{"file": "platforms/cuda.py", "function": "CudaPlatformBase.check_if_supports_dtype",
+            "says": f"called with torch.bfloat16 under each catalog GPU: accepted from {_cap(floor)} on"
+                    + (f"; at {_cap(below)}: {refusals[below][:400]}" if below else "")},
+           {"file": "v1/worker/gpu_worker.py", "function": "Worker.init_device",
+            "says": "runs current_platform.check_if_supports_dtype(model_config.dtype) when the GPU worker starts: "
+                    "--dtype bfloat16 below the floor stops the engine"},
+           {"file": "config/model.py", "function": "_resolve_auto_dtype",
+            "says": f"--dtype auto on a bfloat16 checkpoint (llama-3.1-8b's config.json) resolves to {auto[floor]} at "
+                    f"{_cap(floor)}" + (f", {auto[below]} at {_cap(below)} (the first of the platform's "
+                                        "supported_dtypes)" if below else "")}]
+    return {"min_capability": _cap(floor), "source": src}
+
+
+def _cuda_floor(caps: list) -> dict:
+    """The lowest compute capability each course build's torch is compiled for (torch's own table)."""
+    import torch.cuda as tc
+
+    from inferopt import assets
+
+    arch = "x86_64"                  # the course's builds and catalog GPUs are x86-64 machines (torch keys both)
+    builds = assets.load("gpu_builds.yaml")["builds"]
+    by_build, said = {}, []
+    for bid, b in builds.items():
+        code = tc.PYTORCH_RELEASES_CODE_CC.get(b["cuda"], {}).get(arch)
+        if not code:
+            raise CourseError(f"assets/gpu_builds.yaml build {bid} is CUDA {b['cuda']}, but the installed torch "
+                              f"publishes no such build ({', '.join(tc.PYTORCH_RELEASES_CODE_CC)})")
+        runs = {c: any(tc._code_compatible_with_device(c, k) for k in code) for c in caps}
+        floor = _monotonic_floor(runs, f"torch's CUDA {b['cuda']} build")
+        by_build[bid] = _cap(floor)
+        said.append(f"CUDA {b['cuda']} ({bid}): compiled for {sorted(code)}, so the lowest catalog GPU it runs on "
+                    f"is {_cap(floor)}")
+    src = [{"package": "torch", "file": "cuda/__init__.py", "function": "PYTORCH_RELEASES_CODE_CC",
+            "says": f"{arch}: " + "; ".join(said) + f" (torch {torch_version()}'s CUDA builds: "
+                    f"{', '.join(tc.PYTORCH_RELEASES_CODE_CC)})"},
+           {"package": "torch", "file": "cuda/__init__.py", "function": "_code_compatible_with_device",
+            "says": "a GPU runs code compiled for the same major version and a lower or equal minor (DEVICE_REQUIREMENT)"}]
+    return {"min_capability": min(by_build.values()), "by_build": by_build, "source": src}
+
+
+def torch_version() -> str:
+    import torch
+
+    return torch.__version__.split("+")[0]
 
 
 def _quantization_floors(caps: list) -> dict:
@@ -159,6 +240,10 @@ def merge(stored: dict, computed: dict) -> dict:
                 raise CourseError(f"assets/hardware_rules.yaml: no {section}.{rid} rule to fill; add its prose first")
             out[section][rid]["min_capability"] = got["min_capability"]
             out[section][rid]["source"] = got["source"]
+    for rid, got in computed.get("platform", {}).items():
+        if rid not in out.get("platform", {}):
+            raise CourseError(f"assets/hardware_rules.yaml: no platform.{rid} rule to fill; add its prose first")
+        out["platform"][rid].update({k: got[k] for k in ("min_capability", "by_build", "source") if k in got})
     out["attention"] = computed["attention"]
     return out
 
@@ -176,9 +261,12 @@ def dump(table: dict) -> str:
 
 
 def computed_from_vllm(use_cache: bool = True) -> dict:
+    from inferopt import assets
     from inferopt.vllm_oracle import client
 
-    ans = client.run_jobs([{"op": "hardware_table"}], "cuda", use_cache=use_cache)[0]
+    # the builds' CUDA versions are in the job, so a change to assets/gpu_builds.yaml asks again (the cache key)
+    builds = {bid: b["cuda"] for bid, b in assets.load("gpu_builds.yaml")["builds"].items()}
+    ans = client.run_jobs([{"op": "hardware_table", "builds": builds}], "cuda", use_cache=use_cache)[0]
     if not ans.get("ok"):
         raise CourseError(f"the hardware-table generator failed inside vLLM: {ans.get('error') or ans}")
     return ans["table"]
