@@ -158,6 +158,36 @@ def test_composed_messages_translate_their_asset_phrases(zh):
     title = "The model weights alone do not fit"
     zh_title = prose.catalog()[title]
     assert prose.prose(f"C2: {title} (weights_fit = false, == false)") == f"C2: {zh_title} (weights_fit = false, == false)"
-    # a title lower-cased inside a sentence is found too
+    # a title lower-cased inside a sentence is found too, a phrase inside another word never
     assert zh_title in prose.prose(f"already on; {title.lower()} persists")
+    assert prose.prose("PagedAttention (--block-size 16)").startswith(prose.catalog()["PagedAttention"])
+    assert prose.prose("MyPagedAttention") == "MyPagedAttention"
     assert prose.prose("tensor_parallel") == "tensor_parallel"
+
+
+def test_zh_technique_table_and_tradeoff_figures_show_no_english_asset_prose(zh):
+    from inferopt.widgets.technique_table import TechniqueTable, technique_rows
+    from inferopt.widgets.tradeoff_plot import technique_cost_figure, tradeoff_figure
+
+    table = TechniqueTable()
+    texts = [_plain(table.table_w.value), *[label for label, _ in table.symptom_w.options],
+             *_figure_texts(tradeoff_figure()), *_figure_texts(technique_cost_figure())]
+    assert english_left(texts) == []
+    assert "分页注意力（PagedAttention）" in texts[0] and "--enable-prefix-caching" in texts[0]
+    # the rows themselves (what the engines and tests read) stay English
+    assert any(r["solves"] == "KV cache fragmentation, so few requests fit at once" for r in technique_rows())
+
+
+def test_zh_diagnose_cli_prints_the_tree_in_chinese():
+    import os
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "inferopt", "diagnose", "--ttft-p95-ms", "1800", "--tpot-p95-ms", "30",
+            "--slo-ttft-p95-ms", "500", "--prompt-tokens", "3000", "--concurrency", "16"]
+    out = {ed: subprocess.run(argv, capture_output=True, text=True, check=True,
+                              env={**os.environ, "INFEROPT_EDITION": ed}).stdout for ed in ("en", "zh")}
+    assert english_left([out["zh"]]) == []
+    assert "[A] TTFT 过高（用户等第一个 token 等得太久）" in out["zh"] and "baseline -> A -> A1" in out["zh"]
+    assert "[A] TTFT too high (users wait too long for the first token)" in out["en"]
+    assert "提示词" not in out["en"] and out["en"].count("\n") == out["zh"].count("\n")

@@ -120,5 +120,7 @@ def _run_cli(args) -> int:
     if args.json:
         print(d.to_json())
     else:
-        print(format_text(d))
+        from inferopt.i18n.prose import prose
+
+        print("\n".join(prose(line) for line in format_text(d).splitlines()))   # asset prose in the edition's language
     return 0

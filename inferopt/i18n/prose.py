@@ -36,7 +36,8 @@ FIELDS = {
     "knowledge_map.yaml": ["root", "modules[].name", "modules[].topics[]"],
     "tradeoffs.yaml": ["axes[].name", "rows[].name", "rows[].gives_up", "rows[].buys"],
 }
-# a phrase is replaced inside a composed message only from this length on (shorter ones: whole text only)
+# a phrase is replaced inside a composed message (as whole words) only from this length on
+# (shorter ones: as the whole text only)
 MIN_PHRASE = 12
 FIX_CHECK = "python -m inferopt.i18n assets-check"
 FIX_UPDATE = "python -m inferopt.i18n assets-update"
@@ -107,7 +108,9 @@ def _phrases(language: str) -> list[tuple[re.Pattern, str]]:
         head = re.escape(en[0])
         if en[0].isalpha():
             head = f"[{en[0].upper()}{en[0].lower()}]"
-        out.append((re.compile(head + re.escape(en[1:])), zh))
+        left = r"(?<![\w-])" if re.match(r"\w", en) else ""      # whole words only: never inside another word
+        right = r"(?![\w-])" if re.search(r"\w$", en) else ""
+        out.append((re.compile(left + head + re.escape(en[1:]) + right), zh))
     return out
 
 

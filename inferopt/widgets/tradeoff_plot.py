@@ -7,20 +7,29 @@ the axes each of the 13 techniques spends (from techniques.yaml ``cost_axes``).
 from __future__ import annotations
 
 from inferopt.diagnosis import knowledge
+from inferopt.i18n import tr
+from inferopt.i18n.prose import prose
 
 COLORSCALE = [[0.0, "#c0392b"], [0.5, "#f4f6f7"], [1.0, "#1e8449"]]
 
 
+def _axis_label(a: dict) -> str:
+    """``memory (显存)`` in English; the translated name alone in an edition that translates it."""
+    shown = prose(a["name"])
+    return shown if shown != a["name"] else f"{a['name']} ({a['name_zh']})"
+
+
 def tradeoff_matrix():
-    """(row names, axis labels, scores as a list of lists of -1/0/1, hover texts)."""
+    """(row names, axis labels, scores as a list of lists of -1/0/1, hover texts), in the edition's language."""
     data = knowledge.load("tradeoffs")
     axes = data["axes"]
     names, z, hover = [], [], []
     for r in data["rows"]:
-        names.append(r["name"])
+        names.append(prose(r["name"]))
         z.append([r["scores"].get(a["id"], 0) for a in axes])
-        hover.append([f"{r['name']}: gives up {r['gives_up']}; buys {r['buys']}" for _ in axes])
-    labels = [f"{a['name']} ({a['name_zh']})" for a in axes]
+        hover.append([tr("{name}: gives up {gives_up}; buys {buys}", name=prose(r["name"]),
+                         gives_up=prose(r["gives_up"]), buys=prose(r["buys"])) for _ in axes])
+    labels = [_axis_label(a) for a in axes]
     return names, labels, z, hover
 
 
@@ -29,11 +38,11 @@ def tradeoff_figure():
     import plotly.graph_objects as go
 
     names, labels, z, hover = tradeoff_matrix()
-    text = [["buys" if v > 0 else "gives up" if v < 0 else "" for v in row] for row in z]
+    text = [[tr("buys") if v > 0 else tr("gives up") if v < 0 else "" for v in row] for row in z]
     fig = go.Figure(go.Heatmap(z=z, x=labels, y=names, zmin=-1, zmax=1, colorscale=COLORSCALE,
                                text=text, texttemplate="%{text}", hovertext=hover, hoverinfo="text",
                                showscale=False, xgap=2, ygap=2))
-    fig.update_layout(title="What each optimization gives up and buys (§7.1)", height=420,
+    fig.update_layout(title=tr("What each optimization gives up and buys (§7.1)"), height=420,
                       yaxis={"autorange": "reversed"}, margin={"l": 10, "r": 10, "t": 50, "b": 10})
     return fig
 
@@ -45,9 +54,10 @@ def technique_cost_figure():
     axes = ["compute", "communication", "memory", "accuracy", "complexity"]
     techs = knowledge.techniques()
     z = [[-1 if a in t.cost_axes else 0 for a in axes] for t in techs]
-    fig = go.Figure(go.Heatmap(z=z, x=axes, y=[t.id for t in techs], zmin=-1, zmax=1, colorscale=COLORSCALE,
-                               hovertext=[[f"{t.name}: costs {t.cost}" for _ in axes] for t in techs],
+    fig = go.Figure(go.Heatmap(z=z, x=[prose(a) for a in axes], y=[t.id for t in techs], zmin=-1, zmax=1, colorscale=COLORSCALE,
+                               hovertext=[[tr("{name}: costs {cost}", name=prose(t.name), cost=prose(t.cost))
+                                           for _ in axes] for t in techs],
                                hoverinfo="text", showscale=False, xgap=2, ygap=2))
-    fig.update_layout(title="What the 13 techniques spend", height=460, width=700,
+    fig.update_layout(title=tr("What the 13 techniques spend"), height=460, width=700,
                       yaxis={"autorange": "reversed"}, margin={"l": 10, "r": 10, "t": 50, "b": 10})
     return fig
