@@ -191,3 +191,16 @@ def test_zh_diagnose_cli_prints_the_tree_in_chinese():
     assert "[A] TTFT 过高（用户等第一个 token 等得太久）" in out["zh"] and "baseline -> A -> A1" in out["zh"]
     assert "[A] TTFT too high (users wait too long for the first token)" in out["en"]
     assert "提示词" not in out["en"] and out["en"].count("\n") == out["zh"].count("\n")
+
+
+def test_zh_memory_widget_and_figure_speak_chinese(zh):
+    from inferopt.widgets.memory_widget import MemoryWidget, memory_figure
+
+    w = MemoryWidget()
+    shown = "\n".join(_plain(c.value) for c in w.children if isinstance(getattr(c, "value", None), str))
+    assert "每块 GPU 的运行时显存" in shown and "vLLM 能启动" in shown
+    for english in ("Runtime memory per GPU", "vLLM starts", "activation peak (forward)", "same plan"):
+        assert english not in shown
+    fig = memory_figure(w.result)
+    assert "显存利用率" in fig.layout.title.text and fig.layout.yaxis.title.text == "每块 GPU 的 GiB"
+    assert [t.name for t in fig.data] == ["权重", "KV 缓存", "运行时缓冲", "空闲"]

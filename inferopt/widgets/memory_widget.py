@@ -18,7 +18,7 @@ from __future__ import annotations
 import ipywidgets as W
 
 from inferopt.errors import CourseError
-from inferopt.i18n import tr
+from inferopt.i18n import localize, tr
 from inferopt.planning.memory import (
     KV_DTYPES,
     WEIGHT_FORMATS,
@@ -50,14 +50,15 @@ def memory_figure(r: MemoryResult, title: str | None = None):
     gpus = [f"GPU {i}" for i in range(r.tp)]
     fig = go.Figure()
     for name, val in seg.items():
-        fig.add_trace(go.Bar(name=name, x=gpus, y=[round(val, 3)] * r.tp, marker_color=COLORS[name],
+        fig.add_trace(go.Bar(name=tr(name), x=gpus, y=[round(val, 3)] * r.tp, marker_color=COLORS[name],
                              text=[f"{val:.1f}"] * r.tp, textposition="inside"))
-    fig.update_layout(barmode="stack", yaxis_title="GiB per GPU", height=360,
-                      title=title or (f"{r.model} on {r.tp}x {r.gpu}: {r.weight_format} weights, "
-                                      f"{r.kv_dtype} KV, utilization {r.gpu_memory_utilization}"),
+    fig.update_layout(barmode="stack", yaxis_title=tr("GiB per GPU"), height=360,
+                      title=title or tr("{model} on {tp}x {gpu}: {weights} weights, {kv} KV, utilization {util}",
+                                        model=r.model, tp=r.tp, gpu=r.gpu, weights=r.weight_format, kv=r.kv_dtype,
+                                        util=r.gpu_memory_utilization),
                       legend={"orientation": "h", "y": -0.15})
     fig.add_hline(y=r.gpu_memory_gib * r.gpu_memory_utilization, line_dash="dot",
-                  annotation_text=f"utilization limit {r.gpu_memory_utilization}")
+                  annotation_text=tr("utilization limit {util}", util=r.gpu_memory_utilization))
     return fig
 
 
@@ -99,26 +100,30 @@ def runtime_html(r: MemoryResult, alt: StartVerdict | None = None) -> str:
     """The runtime memory's parts, and the original chapter's flat 5 GB assumption beside them."""
     rt = r.runtime or {}
     if rt.get("mode") == "model":
-        rows = "".join(f"<li>{esc(name)}: <b>{gib:.2f} GiB</b> <i>({esc(how)})</i></li>"
+        rows = "".join(f"<li>{esc(localize(name))}: <b>{gib:.2f} GiB</b> <i>({esc(localize(how))})</i></li>"
                        for name, gib, how in runtime_parts(rt))
-        head = (f"Runtime memory per GPU: <b>{r.runtime_buffer_gib:.2f} GiB</b>, estimated with vLLM "
-                f"{esc(rt['vllm_version'])}'s accounting ({esc(r.gpu_total_source or '')}: "
-                f"{r.gpu_memory_gib:.2f} GiB):<ul style='margin:2px 0'>{rows}</ul>")
+        head = tr("Runtime memory per GPU: <b>{gib} GiB</b>, estimated with vLLM {version}'s accounting "
+                  "({source}: {total} GiB):", gib=f"{r.runtime_buffer_gib:.2f}", version=esc(rt["vllm_version"]),
+                  source=esc(localize(r.gpu_total_source or "")), total=f"{r.gpu_memory_gib:.2f}")
+        head += f"<ul style='margin:2px 0'>{rows}</ul>"
     else:
-        head = f"Runtime buffer per GPU: <b>{r.runtime_buffer_gib:.2f} GiB</b>, flat ({esc(rt.get('mode', ''))})."
+        head = tr("Runtime buffer per GPU: <b>{gib} GiB</b>, flat ({mode}).", gib=f"{r.runtime_buffer_gib:.2f}",
+                  mode=esc(rt.get("mode", "")))
     if alt is None:
         return head
     if rt.get("mode") == "model":
-        label = "The original chapter's flat 5 GB buffer (its stated assumption), same plan"
+        label = tr("The original chapter's flat 5 GB buffer (its stated assumption), same plan")
     else:
-        label = "vLLM 0.32's runtime model (estimated), same plan"
+        label = tr("vLLM 0.32's runtime model (estimated), same plan")
     if alt.will_start and alt.result is not None:
         a = alt.result
-        other = (f"{label}: KV budget {a.kv_budget_gib_per_gpu:.2f} GiB, {a.kv_cache_tokens:,} tokens "
-                 f"({a.kv_cache_tokens - r.kv_cache_tokens:+,} against this one).")
+        other = tr("{label}: KV budget {gib} GiB, {tokens} tokens ({diff} against this one).", label=label,
+                   gib=f"{a.kv_budget_gib_per_gpu:.2f}", tokens=f"{a.kv_cache_tokens:,}",
+                   diff=f"{a.kv_cache_tokens - r.kv_cache_tokens:+,}")
     else:
-        est = f" (estimated maximum model length {alt.max_model_len_estimate:,})" if alt.max_model_len_estimate else ""
-        other = f"{label}: vLLM would not start{est}."
+        est = (tr(" (estimated maximum model length {n})", n=f"{alt.max_model_len_estimate:,}")
+               if alt.max_model_len_estimate else "")
+        other = tr("{label}: vLLM would not start{est}.", label=label, est=est)
     return head + f"<div>{esc(other)}</div>"
 
 
@@ -215,7 +220,7 @@ class MemoryWidget(W.VBox):
         self.result, self.error_text = r, None
         self.error_w.value = ""
         self.bars_w.value = bars_html(r)
-        self.readout_w.value = readout_html(r) + "<p><b>vLLM starts</b> with this plan.</p>"
+        self.readout_w.value = readout_html(r) + f"<p>{tr('<b>vLLM starts</b> with this plan.')}</p>"
         self.runtime_w.value = runtime_html(r, self.alt_verdict)
 
     def __repr__(self) -> str:
