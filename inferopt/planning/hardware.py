@@ -168,3 +168,38 @@ def technique_verdict(enable_flags, gpu) -> dict:
                     "why": f"vLLM picks {pick} on this GPU, not {want}"}
         return {"ruled_out": False, "rules": ["attention"], "why": f"vLLM picks {pick} here"}
     return {"ruled_out": False, "rules": [], "why": "no hardware rule in the table"}
+
+
+# What vLLM 0.32 names each checkpoint / --quantization method in its capability refusal
+# (vllm/config/vllm.py: VllmConfig._get_quantization_config: "The quantization method {name} is not supported
+# for the current GPU. Minimum capability: {min}. Current capability: {cc}."), with the table's rule for its
+# floor. tests/test_vllm_oracle_refusal_first.py holds each line equal to the one vLLM raises.
+QUANT_REFUSAL_NAMES = {"awq": ("auto_awq", "int4_marlin"), "awq_marlin": ("auto_awq", "int4_marlin"),
+                       "fp8": ("fp8", "fp8_w8a16")}
+
+
+def quantization_refusal(method: str, gpu) -> str | None:
+    """vLLM 0.32's refusal of quantization ``method`` on ``gpu`` (its VllmConfig line), or None where it loads
+    (or where the method is not one of :data:`QUANT_REFUSAL_NAMES`)."""
+    entry = QUANT_REFUSAL_NAMES.get(str(method).lower())
+    cc = capability(gpu)
+    if entry is None or cc is None or cc == 0.0:
+        return None
+    name, rid = entry
+    floor = round(min_capability(rid) * 10)
+    have = round(cc * 10)
+    if have >= floor:
+        return None
+    return (f"VllmConfig: The quantization method {name} is not supported for the current GPU. "
+            f"Minimum capability: {floor}. Current capability: {have}.")
+
+
+def fp8_kv_refusal(gpu) -> str | None:
+    """vLLM 0.32's refusal of ``--kv-cache-dtype fp8`` on ``gpu``: the attention backend's constructor line the
+    table recorded by calling it under that GPU (``attention.<gpu>.fp8_refusal``), or None where a backend
+    holds FP8 KV."""
+    cc = capability(gpu)
+    if cc is None or cc == 0.0:
+        return None
+    row = table().get("attention", {}).get(gpu_catalog.resolve(str(gpu), "gpu"), {})
+    return row.get("fp8_refusal") if row.get("fp8") is None else None

@@ -394,9 +394,10 @@ def gpu_budget(model, gpu: str, *, tp: int = 1, weight_format: str = "bf16", dty
     """
     spec = model if isinstance(model, ModelSpec) else load_spec(model)
     g = _gpu(gpu)
-    if not (0 < gpu_memory_utilization <= 1):
-        raise CourseError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization!r} "
-                          f"(vLLM's default is {DEFAULT_GPU_MEMORY_UTILIZATION}).")
+    if not (0 < gpu_memory_utilization <= 1):     # vLLM's refusal first (CacheConfig's pydantic bound)
+        bound = "less than or equal to 1" if gpu_memory_utilization > 1 else "greater than 0"
+        raise CourseError(f"vLLM 0.32 refuses: CacheConfig: gpu_memory_utilization: Input should be {bound} "
+                          f"(got {gpu_memory_utilization!r}; vLLM's default is {DEFAULT_GPU_MEMORY_UTILIZATION}).")
     if runtime not in RUNTIME_MODES:
         raise CourseError(f"runtime must be one of {', '.join(RUNTIME_MODES)}, got {runtime!r}.")
     wb = weight_bytes(spec, weight_format, int4_group_size)
@@ -414,6 +415,20 @@ def gpu_budget(model, gpu: str, *, tp: int = 1, weight_format: str = "bf16", dty
         max_model_len=max_model_len or spec.max_position_embeddings or 2048, usage=usage, enforce_eager=enforce_eager)
     requested = gpu_memory_utilization * total if flat else _rt.requested_gib(total, gpu_memory_utilization)
     return GpuBudget(w_gpu, total, src, requested, rt, requested - w_gpu - rt.total_gib)
+
+
+def _refuse_on_gpu(spec: ModelSpec, gpu: str, weight_format: str, kv_dtype: str) -> None:
+    """vLLM's own refusal first, in the order the engine meets them: the quantization method's capability
+    floor (VllmConfig, while the config is built), then the FP8 KV cache in the attention backend's
+    constructor (model init). Both lines come from the hardware table (assets/hardware_rules.yaml)."""
+    from inferopt.planning import hardware
+    # vLLM reads a checkpoint's quantization_config whatever format the calculator is asked to size it as
+    method = spec.quant_method or ("fp8" if weight_format == "fp8" else "")
+    line = hardware.quantization_refusal(method, gpu) if method else None
+    if line is None and str(kv_dtype).startswith("fp8"):
+        line = hardware.fp8_kv_refusal(gpu)
+    if line is not None:
+        raise CourseError(f"vLLM 0.32 refuses: {line}")
 
 
 def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int = 1,
@@ -485,15 +500,13 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
                        vllm_version=vllm_version, max_num_batched_tokens=max_num_batched_tokens,
                        max_num_seqs=max_num_seqs, cuda_total_gib=cuda_total_gib, usage=usage,
                        enforce_eager=enforce_eager, pp=pp, pp_layer_partition=pp_layer_partition)
+        _refuse_on_gpu(spec, gpu, weight_format, kv_dtype)   # after CacheConfig's bounds, as vLLM meets them
         flat = b.runtime.mode != "model"
         gpu_mem, total_src, usable, buffer = b.total_gib, b.total_source, b.requested_gib, b.runtime.total_gib
         rt_dict = b.runtime.as_dict()
         if wb["format"] == "fp8" and not g["fp8_support"]:
             warnings.append(f"{gpu} has no FP8 tensor cores: vLLM runs FP8 weights weight-only (Marlin), "
                             f"saving memory but not compute.")
-        if kv_dtype.startswith("fp8") and not g["fp8_support"]:
-            warnings.append(f"{gpu} has no FP8 hardware: check that your attention backend supports an "
-                            f"FP8 KV cache there before relying on it.")
         if (dtype == "bfloat16" or wb["format"] == "bf16") and not g["bf16_support"]:
             warnings.append(f"{gpu} has no BF16: serve with --dtype float16.")
         if kv_cache_memory_bytes is None:
