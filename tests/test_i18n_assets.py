@@ -204,3 +204,32 @@ def test_zh_memory_widget_and_figure_speak_chinese(zh):
     fig = memory_figure(w.result)
     assert "显存利用率" in fig.layout.title.text and fig.layout.yaxis.title.text == "每块 GPU 的 GiB"
     assert [t.name for t in fig.data] == ["权重", "KV 缓存", "运行时缓冲", "空闲"]
+
+
+def _widget_texts(widget) -> list[str]:
+    """Every text a learner reads in an ipywidgets tree: HTML values, descriptions, option labels."""
+    out, todo = [], [widget]
+    while todo:
+        w = todo.pop()
+        todo += list(getattr(w, "children", ()))
+        if isinstance(getattr(w, "value", None), str) and type(w).__name__ == "HTML":
+            out.append(_plain(w.value))
+        out.append(getattr(w, "description", "") or "")
+        out += [o[0] if isinstance(o, tuple) else str(o) for o in getattr(w, "_options_labels", ()) or ()]
+    return out
+
+
+def test_zh_self_check_shows_no_english_asset_prose(zh):
+    from inferopt.widgets.selfcheck import SelfCheck
+
+    quiz = SelfCheck()
+    quiz.fill("order", ["tpot_high", "oom", "ttft_high", "tail_latency"])   # wrong: feedback quotes the order's reasons
+    quiz.fill("plan", ["speculative_decoding"])
+    quiz.check_all()
+    texts = _widget_texts(quiz)
+    assert english_left(texts) == []
+    shown = "\n".join(texts)
+    assert "勾选所有属于已知陷阱的组合（§3）。" in shown and "投机解码 + 量化过的草稿模型" in shown
+    assert "放不下之前服务根本起不来" in shown          # the order's reason, in the wrong order's feedback
+    # the answers stay keyed by the English labels the grader reads
+    assert "speculative decoding + a quantized draft model" in quiz.controls["conflicts"]

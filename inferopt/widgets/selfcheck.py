@@ -22,6 +22,7 @@ from inferopt.diagnosis import knowledge
 from inferopt.diagnosis.decision import diagnose
 from inferopt.errors import CourseError
 from inferopt.i18n import tr
+from inferopt.i18n.prose import prose
 from inferopt.widgets._common import error_html, esc
 
 
@@ -35,7 +36,7 @@ class Grade:
     def html(self) -> str:
         color = "#1e8449" if self.correct else "#922b21"
         head = tr("Right") if self.correct else tr("Not yet")
-        items = "".join(f"<li>{esc(f)}</li>" for f in self.feedback)
+        items = "".join(f"<li>{esc(prose(f))}</li>" for f in self.feedback)   # asset prose in the edition's language
         return f'<div style="color:{color}"><b>{head}</b> ({esc(self.score)})<ul>{items}</ul></div>'
 
 
@@ -90,51 +91,57 @@ def grade(item_id: str, answer) -> Grade:
         fb = []
         for lab, o in labels.items():
             if o["pitfall"] and lab not in picked:
-                fb.append(f"missed: {lab} — {pits[o['pitfall']]['why']}")
+                fb.append(tr("missed: {label} — {why}", label=prose(lab), why=prose(pits[o["pitfall"]]["why"])))
             if not o["pitfall"] and lab in picked:
-                fb.append(f"not a known pitfall: {lab}")
+                fb.append(tr("not a known pitfall: {label}", label=prose(lab)))
         n_right = sum(1 for lab, o in labels.items() if bool(o["pitfall"]) == (lab in picked))
-        return Grade(item_id, not fb, f"{n_right}/{len(labels)} options right", fb)
+        return Grade(item_id, not fb, tr("{n}/{total} options right", n=n_right, total=len(labels)), fb)
     if kind == "order":
         want = answer_key(item_id)
         got = list(answer or [])
         steps = knowledge.load("optimization_order")["steps"]
-        fb = [] if got == want else [f"step {s['step']}: {s['title']} — {s['reason']}" for s in steps]
-        return Grade(item_id, got == want, f"{sum(a == b for a, b in zip(got, want, strict=False))}/4 in place", fb)
+        fb = [] if got == want else [tr("step {n}: {title} — {reason}", n=s["step"], title=prose(s["title"]),
+                                        reason=prose(s["reason"])) for s in steps]
+        return Grade(item_id, got == want, tr("{n}/4 in place", n=sum(a == b for a, b in zip(got, want, strict=False))),
+                     fb)
     if kind == "plan":
         picked = set(answer or [])
         knowledge.check_technique_ids(sorted(picked), field=item_id)
         missing = sorted(set(it["required"]) - picked)
         wrong = sorted(set(it["forbidden"]) & picked)
-        fb = [f"missing: {m}" for m in missing] + [f"should stay off: {w}" for w in wrong]
+        fb = [tr("missing: {id}", id=m) for m in missing] + [tr("should stay off: {id}", id=w) for w in wrong]
         if fb:
-            fb.append(it["explanation"])
-        return Grade(item_id, not fb, f"{len(it['required']) - len(missing)}/{len(it['required'])} required, "
-                     f"{len(wrong)} forbidden", fb)
+            fb.append(prose(it["explanation"]))
+        return Grade(item_id, not fb, tr("{n}/{total} required, {bad} forbidden", n=len(it["required"]) - len(missing),
+                                         total=len(it["required"]), bad=len(wrong)), fb)
     if kind == "classify":
         key = answer_key(item_id)
         got = dict(answer or {})
-        fb = [f"{lab}: {key[lab]} layer, not {got.get(lab) or '(none)'}" for lab in key if got.get(lab) != key[lab]]
-        return Grade(item_id, not fb, f"{len(key) - len(fb)}/{len(key)} right", fb)
+        fb = [tr("{label}: {layer} layer, not {got}", label=prose(lab), layer=prose(key[lab]),
+                 got=prose(got.get(lab)) if got.get(lab) else tr("(none)")) for lab in key if got.get(lab) != key[lab]]
+        return Grade(item_id, not fb, tr("{n}/{total} right", n=len(key) - len(fb), total=len(key)), fb)
     if kind == "tradeoff":
         key = answer_key(item_id)
         got = dict(answer or {})
         rows = {r["id"]: r for r in knowledge.load("tradeoffs")["rows"]}
-        fb = [f"{rows[k]['name']} gives up {key[k]} and buys {rows[k]['buys']}" for k in key if got.get(k) != key[k]]
+        fb = [tr("{name} gives up {gives_up} and buys {buys}", name=prose(rows[k]["name"]), gives_up=prose(key[k]),
+                 buys=prose(rows[k]["buys"])) for k in key if got.get(k) != key[k]]
         n = len(key) - len(fb)
-        return Grade(item_id, n >= it["min_correct"], f"{n}/{len(key)} right (need {it['min_correct']})", fb)
+        return Grade(item_id, n >= it["min_correct"], tr("{n}/{total} right (need {need})", n=n, total=len(key),
+                                                        need=it["min_correct"]), fb)
     if kind == "plan_text":
         lines = [ln.strip() for ln in str(answer or "").splitlines() if ln.strip()]
         short = [ln for ln in lines if len(ln.split()) < it["min_words"]]
         ok = len(lines) >= it["months"] and not short
         fb = []
         if len(lines) < it["months"]:
-            fb.append(f"write {it['months']} lines, one per month (you have {len(lines)})")
+            fb.append(tr("write {months} lines, one per month (you have {n})", months=it["months"], n=len(lines)))
         if short:
-            fb.append(f"make each line concrete (at least {it['min_words']} words): {short[0]!r}")
+            fb.append(tr("make each line concrete (at least {words} words): {line}", words=it["min_words"],
+                         line=repr(short[0])))
         if not ok:
-            fb.append("ideas: " + "; ".join(knowledge.load("learning_path")["practice"]))
-        return Grade(item_id, ok, f"{len(lines)}/{it['months']} months", fb + [it["note"]])
+            fb.append(tr("ideas: {ideas}", ideas="; ".join(map(prose, knowledge.load("learning_path")["practice"]))))
+        return Grade(item_id, ok, tr("{n}/{months} months", n=len(lines), months=it["months"]), fb + [prose(it["note"])])
     raise CourseError(f"{item_id}: unknown kind {kind!r}")
 
 
@@ -148,9 +155,10 @@ def _grade_symptoms(it: dict, answer: dict) -> Grade:
             right += 1
         else:
             rec = next(r for r in d.recommendations if r["id"] == good[0])
-            fb.append(f"{q['id']}: {good[0]}, not {pick or '(none)'} — branch {d.branch}, {rec['reason']}")
+            fb.append(tr("{q}: {good}, not {pick} — branch {branch}, {reason}", q=q["id"], good=good[0],
+                         pick=pick or tr("(none)"), branch=d.branch, reason=prose(rec["reason"])))
     n = len(it["questions"])
-    return Grade(it["id"], right == n, f"{right}/{n} right", fb)
+    return Grade(it["id"], right == n, tr("{n}/{total} right", n=right, total=n), fb)
 
 
 def _full_label() -> W.Layout:
@@ -173,7 +181,7 @@ class SelfCheck(W.VBox):
             self.feedback[it["id"]] = fb
             btn = W.Button(description=tr("Check"))
             btn.on_click(lambda _b, i=it["id"]: self.check(i))
-            sections.append(W.VBox([W.HTML(f"<h4>{esc(it['title'])}</h4><p>{esc(it.get('prompt', ''))}</p>"),
+            sections.append(W.VBox([W.HTML(f"<h4>{esc(prose(it['title']))}</h4><p>{esc(prose(it.get('prompt', '')))}</p>"),
                                     box, btn, fb]))
         super().__init__(children=sections)
 
@@ -181,30 +189,30 @@ class SelfCheck(W.VBox):
         kind = it["kind"]
         if kind == "diagnose":
             c = {q["id"]: W.RadioButtons(options=q["choices"], value=None) for q in it["questions"]}
-            box = W.VBox([W.VBox([W.HTML(esc(q["prompt"])), c[q["id"]]]) for q in it["questions"]])
+            box = W.VBox([W.VBox([W.HTML(esc(prose(q["prompt"]))), c[q["id"]]]) for q in it["questions"]])
             return c, box
         if kind == "pick_set":
-            c = {o["label"]: W.Checkbox(value=False, description=o["label"], indent=False, layout=_full_label())
+            c = {o["label"]: W.Checkbox(value=False, description=prose(o["label"]), indent=False, layout=_full_label())
                  for o in it["options"]}
             return c, W.VBox(list(c.values()))
         if kind == "order":
             names = knowledge.load("techniques")["symptom_names"]
-            opts = [(names[s], s) for s in it["items"]]
+            opts = [(prose(names[s]), s) for s in it["items"]]
             c = [W.Dropdown(options=[("—", None)] + opts, value=None, description=f"{i + 1}.") for i in range(4)]
             return c, W.VBox(c)
         if kind == "plan":
             c = {t: W.Checkbox(value=False, description=t, indent=False, layout=_full_label()) for t in it["options"]}
             return c, W.VBox(list(c.values()))
         if kind == "classify":
-            c = {x["label"]: W.Dropdown(options=[("—", None)] + [(layer, layer) for layer in it["layers"]], value=None,
-                                        description=x["label"], style={"description_width": "280px"},
+            c = {x["label"]: W.Dropdown(options=[("—", None)] + [(prose(layer), layer) for layer in it["layers"]],
+                                        value=None, description=prose(x["label"]), style={"description_width": "280px"},
                                         layout=W.Layout(width="480px")) for x in it["items"]}
             return c, W.VBox(list(c.values()))
         if kind == "tradeoff":
             rows = knowledge.load("tradeoffs")["rows"]
             opts = sorted({r["gives_up"] for r in rows})
-            c = {r["id"]: W.Dropdown(options=[("—", None)] + [(o, o) for o in opts], value=None,
-                                     description=r["name"], style={"description_width": "200px"},
+            c = {r["id"]: W.Dropdown(options=[("—", None)] + [(prose(o), o) for o in opts], value=None,
+                                     description=prose(r["name"]), style={"description_width": "200px"},
                                      layout=W.Layout(width="640px")) for r in rows}
             return c, W.VBox(list(c.values()))
         c = W.Textarea(value="", placeholder="month 1: ...", layout=W.Layout(width="640px", height="140px"))
