@@ -107,6 +107,28 @@ ANSWERS = {
 
 UNTOUCHED = "untouched"
 
+
+def _frontier(*swaps) -> str:
+    """Lab 4's worked max_concurrency with text replaced (as ``_verdict`` for lab 3)."""
+    src = (SOLUTIONS / "lab4-benchmark-plotting.md").read_text(encoding="utf-8")
+    start = src.index("def max_concurrency(by_level")
+    code = src[start:src.index("    ### END SOLUTION", start)].replace("    ### BEGIN SOLUTION\n", "")
+    for old, new in swaps:
+        assert old in code, old
+        code = code.replace(old, new)
+    return code
+
+
+def _verdict(*swaps) -> str:
+    """Lab 3's worked slo_verdict with text replaced: a wrong submission that differs from it in one place."""
+    src = (SOLUTIONS / "lab3-live-vllm.md").read_text(encoding="utf-8")
+    start = src.index("def slo_verdict(records")
+    code = src[start:src.index("    ### END SOLUTION", start)].replace("    ### BEGIN SOLUTION\n", "")
+    for old, new in swaps:
+        assert old in code, old
+        code = code.replace(old, new)
+    return code
+
 # {grade_id: {kind: code run on top of the solution's namespace}}; UNTOUCHED uses labs/.
 WRONG = {
     "lab1-part1": {
@@ -271,18 +293,34 @@ WRONG = {
     },
     "lab3-task4": {
         UNTOUCHED: None,
-        "package_violations": ("def slo_verdict(summary, slo):\n    bad = ' '.join(slo.violations(summary)).lower()\n"
-                               "    return {m: (summary[f'{m}_p{slo.percentile}_ms'], getattr(slo, f'{m}_ms'),"
-                               " m not in bad) for m in ('ttft', 'tpot')}"),
-        "constant": "def slo_verdict(summary, slo):\n    return {'ttft': (0, 0, True), 'tpot': (0, 0, True)}",
-        "off_by_one": ("def slo_verdict(summary, slo):\n"
-                       "    return {m: (summary[f'{m}_p{slo.percentile}_ms'], getattr(slo, f'{m}_ms'),"
-                       " summary[f'{m}_p{slo.percentile}_ms'] < getattr(slo, f'{m}_ms')) for m in ('ttft', 'tpot')}"),
-        "fixed_p95": ("def slo_verdict(summary, slo):\n"
-                      "    return {m: (summary[f'{m}_p95_ms'], getattr(slo, f'{m}_ms'),"
-                      " summary[f'{m}_p95_ms'] <= getattr(slo, f'{m}_ms')) for m in ('ttft', 'tpot')}"),
-        "unit": ("_orig = slo_verdict\ndef slo_verdict(summary, slo):\n"
-                 "    return {m: (v / 1000, l, ok) for m, (v, l, ok) in _orig(summary, slo).items()}"),
+        "package_stats": _verdict(("        s = next(", "        _c = _st.slo_verdict(metric, values, limit, slo.percentile, level=level)\n"
+                                                     "        s = next("),
+                                  ("        if s is not None and v[s - 1] > limit:",
+                                   "        if not _c.basis.startswith('max') and _c.passed is False:"),
+                                  ("def slo_verdict(", "from inferopt.bench import stats as _st\ndef slo_verdict(")),
+        "constant": ("def slo_verdict(records, slo, level=0.9):\n"
+                     "    return {'ttft': (True, 'maximum', 400.0), 'tpot': (True, 'maximum', 60.0)}"),
+        # the old task: the sample percentile of a few requests taken as the P95 itself
+        "sample_percentile": _verdict(("        if s is not None and v[s - 1] > limit:",
+                                       "        est = v[int((n - 1) * p)] + (v[min(n - 1, int((n - 1) * p) + 1)] - "
+                                       "v[int((n - 1) * p)]) * ((n - 1) * p % 1)\n"
+                                       "        out[metric] = (est <= limit, 'upper bound', est)\n        continue\n"
+                                       "        if s is not None and v[s - 1] > limit:")),
+        # issue 34's honest mistakes: a percentile (a bound) and a TPOT over all requests, failed ones included
+        "with_failed": _verdict(('done = [d for d in records if d.get("error") is None]', "done = list(records)")),
+        "tpot_of_failed": _verdict(('for d in done\n                       if d["output_tokens"] >= 2]',
+                                    'for d in records\n                       if d["output_tokens"] >= 2]')),
+        "always_max": _verdict(("if 1 - binom_cdf(k - 1, n, p) >= level), None)", "if False), None)"),
+                               ("if binom_cdf(k - 1, n, p) >= level), None)", "if False), None)")),
+        "no_lower_bound": _verdict(("if 1 - binom_cdf(k - 1, n, p) >= level), None)", "if False), None)")),
+        "off_by_one": _verdict(('(True if v[r - 1] <= limit else None, "upper bound", v[r - 1])',
+                                '(True if v[min(n - 1, r)] <= limit else None, "upper bound", v[min(n - 1, r)])')),
+        "strict": _verdict(("v[r - 1] <= limit else None", "v[r - 1] < limit else None"), ("v[-1] <= limit", "v[-1] < limit")),
+        "fixed_p95": _verdict(("p = slo.percentile / 100", "p = 0.95")),
+        "fixed_level": _verdict(("def slo_verdict(records, slo, level=0.9):", "def slo_verdict(records, slo, level=0.9):\n"
+                                 "    level = 0.9")),
+        "undecided_fails": _verdict(("True if v[r - 1] <= limit else None", "v[r - 1] <= limit")),
+        "unit": _verdict(('[1000 * d["ttft_s"] for d in done]', '[d["ttft_s"] for d in done]')),
     },
     "lab4-task1": {
         UNTOUCHED: None,
@@ -334,30 +372,45 @@ WRONG = {
     },
     "lab4-task3": {
         UNTOUCHED: None,
-        "constant": "def max_concurrency(summaries, slo):\n    return 2",
-        "package": ("from inferopt.bench.metrics import max_level_meeting\n"
-                    "def max_concurrency(summaries, slo):\n    return max_level_meeting(summaries, slo)"),
-        "no_stop": ("def max_concurrency(summaries, slo):\n"
-                    "    ok = [s['concurrency'] for s in summaries if s['ttft_p95_ms'] <= slo.ttft_ms"
-                    " and s['tpot_p95_ms'] <= slo.tpot_ms]\n    return max(ok) if ok else None"),
-        "unsorted": ("def max_concurrency(summaries, slo):\n    best = None\n    for s in summaries:\n"
-                     "        if s['ttft_p95_ms'] <= slo.ttft_ms and s['tpot_p95_ms'] <= slo.tpot_ms:\n"
-                     "            best = s['concurrency']\n        else:\n            break\n    return best"),
+        "constant": "def max_concurrency(by_level, slo, level=0.9):\n    return 2, 'maximum'",
+        "package": ("from inferopt.bench.metrics import max_level_meeting, summarize, RequestRecord as _RR\n"
+                    "def max_concurrency(by_level, slo, level=0.9):\n"
+                    "    s = [summarize([_RR.from_dict(dict(d, request_id=0)) for d in rows], concurrency=c)"
+                    " for c, rows in by_level.items()]\n    return max_level_meeting(s, slo), 'bound'"),
+        # the old task: a level's sample P95 of a few requests taken as the truth
+        "sample_p95": _frontier(("        verdicts = [stats.slo_verdict(",
+                                 "        _p = lambda v, q: sorted(v)[int((len(v) - 1) * q / 100)] + (sorted(v)[min(len(v) - 1,"
+                                 " int((len(v) - 1) * q / 100) + 1)] - sorted(v)[int((len(v) - 1) * q / 100)]) * "
+                                 "((len(v) - 1) * q / 100 % 1)\n"
+                                 "        verdicts = [type('V', (), {'passed': _p(x, slo.percentile) <= lim, 'basis': 'bound'})"
+                                 " for x, lim in ((ttft, slo.ttft_ms), (tpot, slo.tpot_ms))]\n        _unused = ["
+                                 "stats.slo_verdict(")),
+        "no_stop": _frontier(("break", "continue")),
+        "unsorted": _frontier(("for c in sorted(by_level):", "for c in by_level:")),
+        "undecided_passes": _frontier(("v.passed is True for v", "v.passed is not False for v")),
+        # issue 34's honest mistake: failed requests counted in the verdicts' values
+        "with_failed": _frontier(("        if any(d.get(\"error\") is not None for d in rows):\n            break\n", ""),
+                                 ("tpot_ms(d) for d in rows", "tpot_ms(dict(d, error=None)) for d in rows")),
+        "failed_level_ok": _frontier(("        if any(d.get(\"error\") is not None for d in rows):\n            break\n", ""),
+                                     ("for d in rows]\n        tpot", "for d in rows if d.get('error') is None]\n        tpot")),
     },
     "lab4-task4": {
         UNTOUCHED: None,
-        "constant": ("def make_figures(summaries, slo):\n    fixed = SLO(ttft_ms=800, tpot_ms=120)\n"
-                     "    return plots.latency_vs_concurrency(summaries, fixed), plots.pareto(summaries, slo_ms=120)"),
-        "wrong_axis": ("def make_figures(summaries, slo):\n    return plots.latency_vs_concurrency(summaries, slo), "
+        "constant": ("def make_figures(summaries, slo, best):\n    fixed = SLO(ttft_ms=800, tpot_ms=120)\n"
+                     "    return plots.latency_vs_concurrency(summaries, fixed, best=best), plots.pareto(summaries, slo_ms=120)"),
+        "wrong_axis": ("def make_figures(summaries, slo, best):\n    return plots.latency_vs_concurrency(summaries, slo, best=best), "
                        "plots.pareto(summaries, latency='ttft_p95_ms', slo_ms=slo.ttft_ms)"),
-        "no_slo": ("def make_figures(summaries, slo):\n"
-                   "    return plots.latency_vs_concurrency(summaries), plots.pareto(summaries, slo_ms=slo.tpot_ms)"),
+        "no_slo": ("def make_figures(summaries, slo, best):\n"
+                   "    return plots.latency_vs_concurrency(summaries, best=best), plots.pareto(summaries, slo_ms=slo.tpot_ms)"),
+        # issue 29: the frontier the summaries' P95s of a few requests give, not task 3's verdict
+        "p95_frontier": ("def make_figures(summaries, slo, best):\n"
+                         "    return plots.latency_vs_concurrency(summaries, slo), plots.pareto(summaries, slo_ms=slo.tpot_ms)"),
         # issue 34: the right annotations with no data behind them, or another sweep's data
-        "annotations_no_data": ("_mf = make_figures\ndef make_figures(summaries, slo):\n    a, b = _mf(summaries, slo)\n"
+        "annotations_no_data": ("_mf = make_figures\ndef make_figures(summaries, slo, best):\n    a, b = _mf(summaries, slo, best)\n"
                                 "    a.data, b.data = (), ()\n    return a, b"),
         "other_data": ("import plotly.graph_objects as _go\n_mf = make_figures\n"
-                       "def make_figures(summaries, slo):\n    a, b = _mf(summaries, slo)\n"
-                       "    c, d = _mf([dict(s, ttft_p95_ms=1.0, tpot_p95_ms=1.0) for s in summaries], slo)\n"
+                       "def make_figures(summaries, slo, best):\n    a, b = _mf(summaries, slo, best)\n"
+                       "    c, d = _mf([dict(s, ttft_p95_ms=1.0, tpot_p95_ms=1.0) for s in summaries], slo, best)\n"
                        "    return _go.Figure(data=c.data, layout=a.layout), _go.Figure(data=d.data, layout=b.layout)"),
     },
     "lab5-task1": {
@@ -459,6 +512,24 @@ MESSAGE = {
     ("lab5-task4", "done_despite_failing"): "failing gate rolls back at the last step",
     ("lab5-task1", "severity_critical"): "severity `warning`",
     ("lab4-task1", "tpot_of_failed"): "failed request",
+    ("lab3-task4", "with_failed"): "failed request",
+    ("lab4-task3", "with_failed"): "failed request",
+    ("lab4-task3", "failed_level_ok"): "where one failed does not meet",
+    ("lab4-task3", "sample_p95"): "no verdict",
+    ("lab4-task3", "no_stop"): "noise",
+    ("lab4-task3", "unsorted"): "increasing concurrency",
+    ("lab4-task3", "undecided_passes"): "cannot decide",
+    ("lab4-task4", "p95_frontier"): "the level it is given",
+    ("lab3-task4", "tpot_of_failed"): "failed request",
+    ("lab3-task4", "sample_percentile"): "is no bound",
+    ("lab3-task4", "always_max"): "already bounds",
+    ("lab3-task4", "no_lower_bound"): "lower bound first",
+    ("lab3-task4", "off_by_one"): "off by one",
+    ("lab3-task4", "fixed_p95"): "not a fixed 95",
+    ("lab3-task4", "fixed_level"): "confidence you are given",
+    ("lab3-task4", "undecided_fails"): "cannot decide",
+    ("lab3-task4", "strict"): "exactly at the limit",
+    ("lab3-task4", "unit"): "milliseconds",
     ("lab4-task2", "p95_with_failed"): "failed request",
     ("lab4-task2", "goodput_counts_failed"): "failed request is never good",
     ("lab4-task2", "p95_in_seconds"): "milliseconds",
@@ -590,6 +661,36 @@ def test_references_agree_with_the_package():
         p = plan_instances(target, per, 1, "N+1", 8)
         from inferopt.labcheck._references import ref_instances
         assert ref_instances(target, per, 1, 1, 8) == (p.base_instances, p.instances, p.gpus)
+
+
+def test_lab3_verdict_reference_is_the_course_rule():
+    """Lab 3's task 4 reference (exact, in integers) judges as inferopt.bench.stats.slo_verdict (the course's one
+    rule, issue 29) and rests on the same order statistic, on the cases the check draws; those cases reach every
+    outcome, and the first cases of every run have failed requests that flip the verdict when counted."""
+    from inferopt.bench import stats
+    from inferopt.labcheck import _references as _ref
+    from inferopt.labcheck import lab3
+
+    r, seen = labcheck.rng(SEED), set()
+    for i in range(300):
+        rows, slo, level = lab3.verdict_case(r, i)
+        vals = _ref.ref_verdict_values(rows)
+        for m, (ok, basis, value) in _ref.ref_slo_verdict(rows, slo, level).items():
+            limit = getattr(slo, f"{m}_ms")
+            course = stats.slo_verdict(m, vals[m], limit, slo.percentile, level=level)
+            b = stats.percentile_bounds(vals[m], slo.percentile, level=level)
+            assert course.passed == ok and course.basis.startswith("maximum") == (basis == "maximum"), (i, m)
+            assert value == {"lower bound": b.lower, "upper bound": b.upper, "maximum": b.maximum}[basis], (i, m)
+            seen.add((ok, basis))
+    assert seen == {(False, "lower bound"), (True, "upper bound"), (None, "upper bound"), (True, "maximum"),
+                    (False, "maximum")}, seen
+    for q in lab3.QS:
+        for level in lab3.LEVELS:
+            assert lab3.need_for_bound(q, level) == stats.min_samples_for_upper_bound(q, level)
+    for _ in range(3):  # any seed: counting the failed requests changes a verdict among the first cases
+        r = labcheck.rng(None)
+        cases = [lab3.verdict_case(r, i) for i in range(4)]
+        assert any(_ref.ref_slo_verdict(*c, with_failed=True) != _ref.ref_slo_verdict(*c) for c in cases)
 
 
 def test_references_are_not_importable_from_the_lab_modules():
@@ -753,12 +854,13 @@ GRADED = {
     "lab3-task1": {"copies_solutions": ("lab", lambda: _copy("lab3", ["cpu_flags"])),
                    "lookup_table": ("lab", _lookup_cpu_flags)},
     "lab3-task4": {"probes_check": ("lab", lambda: (
-        "from inferopt import labcheck as _lc\ndef slo_verdict(summary, slo):\n"
-        "    for ok in (True, False):\n        try:\n            _lc.lab3.task4({'slo_verdict': lambda s, l: {}})\n"
+        "from inferopt import labcheck as _lc\ndef slo_verdict(records, slo, level=0.9):\n"
+        "    for ok in (True, False):\n        try:\n            _lc.lab3.task4({'slo_verdict': lambda s, l, c: {}})\n"
         "        except Exception:\n            pass\n    return {}\n"))},
     "lab4-task1": {"copies_solutions": ("lab", lambda: _copy("lab4", ["percentile", "tpot_ms"]))},
-    "lab4-task3": {"probes_check": ("lab", lambda: _probe("lab4", "task3", "max_concurrency", [None, 1, 2, 4, 8],
-                                                          ["summaries", "slo"]))},
+    "lab4-task3": {"probes_check": ("lab", lambda: _probe("lab4", "task3", "max_concurrency",
+                                                          [(None, None), (1, "maximum"), (2, "maximum")],
+                                                          ["by_level", "slo", "level=0.9"]))},
     "lab5-task2": {"typed_values": ("solution", lambda: "trusted = load_test_b\n")},
     "lab5-task3": {"typed_values": ("solution", lambda: "per_instance_qps = {per_instance_qps!r}\nsizing = {sizing!r}\n"),
                    "probes_oracle": ("solution", lambda: (

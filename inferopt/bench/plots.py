@@ -30,8 +30,11 @@ def _levels(summaries, key):
 
 
 def latency_vs_concurrency(summaries, slo: SLO | None = None, key: str = "concurrency",
-                           percentiles=("p50", "p95", "p99"), title: str | None = None) -> go.Figure:
-    """Two panels: TTFT and TPOT percentiles (ms) against ``key``; SLO lines; max level meeting SLOs."""
+                           percentiles=("p50", "p95", "p99"), title: str | None = None, best="auto") -> go.Figure:
+    """Two panels: TTFT and TPOT percentiles (ms) against ``key``; SLO lines; max level meeting SLOs.
+
+    ``best``: the level to mark as the largest meeting the SLOs ("auto": the summaries' P95s decide, as
+    ``max_level_meeting`` does; a level or None: a verdict made elsewhere, e.g. on order-statistic bounds)."""
     rows = _levels(summaries, key)
     x = [s[key] for s in rows]
     log = key == "concurrency"
@@ -50,7 +53,8 @@ def latency_vs_concurrency(summaries, slo: SLO | None = None, key: str = "concur
             fig.add_hline(y=limit, line_dash="dash", line_color="black", row=1, col=col,
                           annotation_text=f"SLO P{slo.percentile} {limit:g} ms", annotation_position="top left")
     if slo is not None:
-        best = max_level_meeting(rows, slo, key=key)
+        if best == "auto":
+            best = max_level_meeting(rows, slo, key=key)
         if best is not None:
             for col in (1, 2):
                 fig.add_vline(x=best, line_dash="dot", line_color="green", row=1, col=col)   # shapes: data units

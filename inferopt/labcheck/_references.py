@@ -6,7 +6,9 @@ is caught at run time by ``labcheck.call`` as a shortcut, however it was reached
 """
 from __future__ import annotations
 
+import functools
 import math
+from fractions import Fraction
 
 DROP = {"--tensor-parallel-size", "--gpu-memory-utilization", "--port", "--kv-cache-dtype"}
 SCALE = {"--max-num-batched-tokens": "2048", "--max-num-seqs": "16"}
@@ -62,6 +64,63 @@ def ref_metric_value(text, name):
     return total
 
 
+@functools.lru_cache(maxsize=8192)
+def ref_ranks(n: int, q: int, level: float) -> tuple[int | None, int | None]:
+    """(s, r): the largest rank whose value is a ``level`` lower bound of the true P_q, the smallest whose value
+    is an upper bound (None when no rank is), from the exact binomial in integers (no rounding):
+    P(Binomial(n, q/100) <= k) = sum_i<=k C(n, i) q^i (100 - q)^(n - i) / 100^n."""
+    lv = Fraction(str(level))
+    whole = 100**n
+    cdf, c = [], 0
+    for i in range(n + 1):
+        c += math.comb(n, i) * q**i * (100 - q) ** (n - i)
+        cdf.append(c)  # cdf[k] / 100^n = P(Binomial(n, p) <= k)
+    s = next((k for k in range(n, 0, -1) if (whole - cdf[k - 1]) * lv.denominator >= lv.numerator * whole), None)
+    r = next((k for k in range(1, n + 1) if cdf[k - 1] * lv.denominator >= lv.numerator * whole), None)
+    return s, r
+
+
+def ref_verdict_values(records, *, with_failed=False):
+    """{'ttft': [ms...], 'tpot': [ms...]} of the requests that completed (all of them with ``with_failed``; only
+    for the TPOT with ``with_failed='tpot'``)."""
+    done = [d for d in records if with_failed is True or d.get("error") is None]
+    every = [d for d in records if with_failed or d.get("error") is None]
+    return {"ttft": [1000 * d["ttft_s"] for d in done],
+            "tpot": [1000 * (d["e2e_s"] - d["ttft_s"]) / (d["output_tokens"] - 1) for d in every
+                     if d["output_tokens"] >= 2]}
+
+
+def ref_one_verdict(values, limit, q, level, *, always_max=False, no_lower=False, sample=False, strict=False,
+                    shift=0, undecided=None):
+    """(ok, basis, value_ms) of lab 3's task 4; the keyword flags give the usual mistakes (for the hints)."""
+    v, n = sorted(values), len(values)
+    le = (lambda a, b: a < b) if strict else (lambda a, b: a <= b)
+    if sample:  # the sample percentile taken as the truth
+        rank = (n - 1) * q / 100
+        lo, hi = math.floor(rank), math.ceil(rank)
+        est = v[lo] + (v[hi] - v[lo]) * (rank - lo)
+        return le(est, limit), "upper bound", est
+    s, r = ref_ranks(n, q, level)
+    if always_max:
+        s, r = None, None
+    if no_lower:
+        s = None
+    if s is not None and v[s - 1] > limit:
+        return False, "lower bound", v[s - 1]
+    if r is not None:
+        x = v[min(n - 1, max(0, r - 1 + shift))]   # shift: the upper rank off by one
+        return (True if le(x, limit) else undecided), "upper bound", x
+    return le(v[-1], limit), "maximum", v[-1]
+
+
+def ref_slo_verdict(records, slo, level=0.9, *, with_failed=False, q=None, ttft_scale=1, **mistake):
+    """Lab 3's task 4: {'ttft': (ok, basis, value_ms), 'tpot': ...}; the keywords give the usual mistakes."""
+    q = slo.percentile if q is None else q
+    vals = ref_verdict_values(records, with_failed=with_failed)
+    vals["ttft"] = [ttft_scale * x for x in vals["ttft"]]
+    return {m: ref_one_verdict(vals[m], getattr(slo, f"{m}_ms"), q, level, **mistake) for m in ("ttft", "tpot")}
+
+
 # ---- lab4 ----
 
 
@@ -98,6 +157,29 @@ def ref_max_concurrency(summaries, slo):
         else:
             break
     return best
+
+
+def ref_frontier(by_level, slo, level=0.9, *, no_stop=False, unsorted=False, undecided_passes=False,
+                 failed_counted=False, failed_level_ok=False, sample=False):
+    """Lab 4's task 3: (best, basis) of a sweep judged level by level with lab 3's verdict; the keywords give the
+    usual mistakes (for the hints)."""
+    best, basis, on_max = None, None, False
+    levels = list(by_level) if unsorted else sorted(by_level)
+    for c in levels:
+        rows = by_level[c]
+        failed = any(d.get("error") is not None for d in rows)
+        vals = ref_verdict_values(rows, with_failed=failed_counted)
+        verdicts = [ref_one_verdict(vals[m], getattr(slo, f"{m}_ms"), slo.percentile, level, sample=sample)
+                    for m in ("ttft", "tpot")]
+        ok = (not failed or failed_level_ok or failed_counted) and all(
+            v[0] is True or (undecided_passes and v[0] is None) for v in verdicts)
+        if ok:
+            best = c
+            on_max = on_max or any(v[1] == "maximum" for v in verdicts)
+            basis = "maximum" if on_max else "bound"
+        elif not no_stop:
+            break
+    return best, basis
 
 
 # ---- lab5 ----

@@ -190,45 +190,171 @@ def task3(ns: dict, n_cases: int = 40, seed=None) -> None:
     passed(f"Task 3 passes: metric_value is right on a real /metrics page and {n_cases} made up just now")
 
 
+VERDICT_FORBIDDEN = SLO_FORBIDDEN + [("inferopt.bench.stats", f) for f in (
+    "slo_verdict", "percentile_bounds", "percentile_ci", "upper_rank", "lower_rank", "binom_cdf",
+    "min_samples_for_upper_bound", "describe_ci", "describe_tail")] + [("inferopt.bench.metrics", "RequestRecord.tpot_s")]
+BASES = ("lower bound", "upper bound", "maximum")
+FAILED_HINT = ("a failed request (its 'error' is set) has no latency to count: leave it out of both metrics; its "
+               "partial times pull the bounds and the maximum up")
+LEVELS, QS = (0.8, 0.9, 0.95), (90, 95, 99)
+MAX_N = 150  # the learner's binom_cdf is summed afresh for every rank: keep one check to seconds
+
+
+def need_for_bound(q: int, level: float) -> int:
+    """The fewest requests whose maximum is a ``level`` upper bound of the P_q (exact: the smallest n with a rank)."""
+    n = 1
+    while _ref.ref_ranks(n, q, level)[1] is None:
+        n += 1
+    return n
+
+
+def verdict_records(r, n: int, failed: int = 0) -> list[dict]:
+    """``n`` completed requests and ``failed`` failed ones. Times are multiples of 1/4096 s, so TTFT and TPOT in ms
+    come out exactly the same whatever the order of the learner's arithmetic (a limit on a value stays on it)."""
+    rows = []
+    for i in range(n + failed):
+        bad = i >= n
+        ttft = max(20, round(1024 * (r.uniform(10, 60) if bad else 0.15 * r.lognormvariate(0, 0.6)))) / 1024
+        k = r.randint(2, 40) if bad or i == 0 or r.random() > 0.05 else 1  # a one-token answer has no TPOT
+        gap = max(20, round(4096 * (r.uniform(1, 2) if bad else 0.04 * r.lognormvariate(0, 0.4)))) / 4096
+        rows.append({"output_tokens": k, "ttft_s": ttft, "e2e_s": ttft + (k - 1) * gap, "prompt_tokens": 200,
+                     "error": r.choice(["timeout after 60 s", "ClientPayloadError: connection reset"]) if bad else None})
+    r.shuffle(rows)
+    return rows
+
+
+def _limit(r, values, q, level, force=None):
+    v, n = sorted(values), len(values)
+    s, rk = _ref.ref_ranks(n, q, level)
+    idx = [i for i in {(s or 0) - 1, (s or 0) - 2, (rk or 0) - 1, (rk or 0) - 2, rk or -1, n - 1, n - 2} if 0 <= i < n]
+    if force is not None:
+        idx = [force % n]
+    if force is None and r.random() < 0.15:
+        return v[n // 2] * r.uniform(0.5, 3)
+    i = r.choice(idx)
+    if force is None and r.random() < 0.3 and i + 1 < n and v[i + 1] > v[i]:
+        return (v[i] + v[i + 1]) / 2
+    return v[i]  # on a value: a value at the limit meets it
+
+
+def verdict_case(r, i: int):
+    """(records, slo, level): n below, near and above the size a P_q bound needs; the first cases of every run put a
+    limit on the slowest completed request with failed ones present (counting them flips the verdict)."""
+    q, level = r.choice(QS), r.choice(LEVELS)
+    need_n = need_for_bound(q, level)
+    kind = "small" if i < 4 or need_n + 2 > MAX_N else r.choice(["small", "near", "large"])
+    n = {"small": lambda: r.randint(2, max(2, min(MAX_N, need_n - 1))), "near": lambda: max(2, need_n + r.randint(-2, 2)),
+         "large": lambda: r.randint(need_n, min(MAX_N, 3 * need_n))}[kind]()
+    failed = r.randint(1, 4) if i < 4 or r.random() < 0.5 else 0
+    rows = verdict_records(r, n, failed)
+    vals = _ref.ref_verdict_values(rows)
+    lim = {m: _limit(r, vals[m], q, level, force=-1 if i < 4 and (i % 2 == ("ttft", "tpot").index(m)) else None)
+           for m in ("ttft", "tpot")}
+    return rows, SLO(ttft_ms=lim["ttft"], tpot_ms=lim["tpot"], percentile=q), level
+
+
+def _same(a, b) -> bool:
+    return (a[0] is None) == (b[0] is None) and (a[0] is None or bool(a[0]) == bool(b[0])) and a[1] == b[1] \
+        and is_real(a[2]) and abs(a[2] - b[2]) <= 1e-9 * max(1.0, abs(b[2]))
+
+
+# the usual mistakes, as variants of the reference: (keywords of ref_slo_verdict, hint). A hint is given when the
+# learner's function agreed with that variant on every case the check tried (so a coincidence on one case does not
+# name the wrong mistake); else the hint says what differs on the first wrong case.
+VARIANTS = [
+    ({"with_failed": True}, FAILED_HINT),
+    ({"with_failed": "tpot"}, FAILED_HINT),
+    ({"q": 95}, "use the SLO's percentile (p = slo.percentile / 100), not a fixed 95"),
+    ({"level": 0.9}, "use the confidence you are given (the argument `level`), not a fixed one"),
+    ({"sample": True}, "the sample percentile of a few requests is no bound of the true one: judge on an order "
+                       "statistic whose confidence reaches the level, or on the maximum when none does"),
+    ({"sample": True, "strict": True}, "the sample percentile of a few requests is no bound of the true one: judge on "
+                                       "an order statistic whose confidence reaches the level, or on the maximum"),
+    ({"undecided": False}, "when the upper bound is over the limit and the lower bound is not, the data cannot decide "
+                           "at that confidence: ok is None (measure more requests), not False"),
+    ({"always_max": True}, "with enough requests a rank below the maximum already bounds the percentile at the "
+                           "level: the smallest r with binom_cdf(r - 1, n, p) >= level (and look at the lower bound)"),
+    ({"no_lower": True}, "look at the lower bound first: the largest s with 1 - binom_cdf(s - 1, n, p) >= level; when "
+                         "the s-th fastest is over the limit, the SLO fails at that confidence, whatever n is"),
+    ({"shift": 1}, "a rank is off by one: X_(r) is the r-th fastest, index r - 1 of the sorted values"),
+    ({"shift": -1}, "a rank is off by one: X_(r) is the r-th fastest, index r - 1 of the sorted values"),
+    ({"strict": True}, "a value exactly at the limit meets it (value <= limit)"),
+    ({"ttft_scale": 0.001}, "the records hold seconds; the verdict's values are in milliseconds"),
+]
+
+
+def _variant(rows, slo, level, kw):
+    kw = dict(kw)
+    return _ref.ref_slo_verdict(rows, slo, kw.pop("level", level), **kw)
+
+
+def _verdict_hint(rows, slo, level, m, got, want) -> str:
+    """What differs on one wrong case, when no usual mistake explains all of the learner's answers."""
+    q = slo.percentile
+    n, limit = len(_ref.ref_verdict_values(rows)[m]), getattr(slo, f"{m}_ms")
+    gb, wb = got[1], want[1]
+    if gb != wb:
+        if wb == "maximum":
+            return (f"with n={n} requests no rank reaches {level:.0%} confidence as an upper bound of the P{q} "
+                    "(even the maximum only 1 - p**n): judge on the maximum, and say so with the basis 'maximum'")
+        if wb == "upper bound" and gb == "maximum":
+            return (f"with n={n} requests a rank below the maximum already bounds the P{q} at {level:.0%}: the "
+                    "smallest r with binom_cdf(r - 1, n, p) >= level")
+        if wb == "lower bound":
+            return ("look at the lower bound first: the largest s with 1 - binom_cdf(s - 1, n, p) >= level; when the "
+                    "s-th fastest is over the limit, the SLO fails at that confidence, whatever n is")
+        return "a lower bound fails the SLO only when it is over the limit (X_(s) > limit)"
+    if not (is_real(got[2]) and abs(got[2] - want[2]) <= 1e-9 * max(1.0, abs(want[2]))):
+        return "value_ms is the value the verdict rests on (that bound, or the maximum), in ms: " + ratio_hint(
+            got[2], want[2], "yours", {1000: "report milliseconds, not seconds"})
+    if want[2] == limit:
+        return "a value exactly at the limit meets it (value <= limit)"
+    if want[0] is None:
+        return ("when the upper bound is over the limit and the lower bound is not, the data cannot decide at "
+                "that confidence: ok is None (measure more requests)")
+    return "ok: an upper bound (or the maximum) <= limit passes; a lower bound > limit fails"
+
+
+def _well_formed(task, got):
+    if not isinstance(got, dict) or set(got) != {"ttft", "tpot"}:
+        raise CheckFailed(f"{task}: slo_verdict should return a dict with the keys 'ttft' and 'tpot'")
+    for item in got.values():
+        if not (isinstance(item, (tuple, list)) and len(item) == 3):
+            raise CheckFailed(f"{task}: each verdict should be a triple (ok, basis, value_ms)")
+        if item[1] not in BASES:
+            raise CheckFailed(f"{task}: the basis of a verdict is one of {', '.join(map(repr, BASES))}, got {item[1]!r}")
+        if item[0] is not None and not isinstance(item[0], (bool, int)) and type(item[0]).__name__ != "bool_":
+            raise CheckFailed(f"{task}: ok should be True, False or None, got {type(item[0]).__name__}")
+
+
 @counted
-def task4(ns: dict, n_cases: int = 300, seed=None) -> None:
+def task4(ns: dict, n_cases: int = 80, seed=None) -> None:
     task = "Task 4"
     slo_verdict = need_callable(ns, task, "slo_verdict")
     r = rng(seed)
-    edges = [1.0, 1.0 + 1e-9, 1.0 - 1e-9]  # on the limit (meets it), a hair over (fails), a hair under
+    alive, first, after = list(range(len(VARIANTS))), None, 0
     for i in range(n_cases):
-        p = r.choice([90, 95, 99])
-        slo = SLO(ttft_ms=r.choice([300, 500, 800, 2000]), tpot_ms=r.choice([40, 50, 120, 250]), percentile=p)
-        summary = {}
-        for m, limit in (("ttft", slo.ttft_ms), ("tpot", slo.tpot_ms)):
-            for q in (50, 90, 95, 99):
-                summary[f"{m}_p{q}_ms"] = limit * r.uniform(0.3, 1.8)
-            summary[f"{m}_p{p}_ms"] = r.choice([limit, limit * r.uniform(0.3, 1.8)])  # the boundary too
-        if i < 2 * len(edges):  # every run: each metric on, just over and just under its limit
-            m = ("ttft", "tpot")[i % 2]
-            summary[f"{m}_p{p}_ms"] = getattr(slo, f"{m}_ms") * edges[i // 2]
-        with forbid(ns, SLO_FORBIDDEN), quiet():
-            got = call(task, slo_verdict, dict(summary), slo)
-        if not isinstance(got, dict) or set(got) != {"ttft", "tpot"}:
-            raise CheckFailed(f"{task}: slo_verdict should return a dict with the keys 'ttft' and 'tpot'")
-        failing = {m for m in ("ttft", "tpot") if summary[f"{m}_p{p}_ms"] > getattr(slo, f"{m}_ms")}
-        for m, limit in (("ttft", slo.ttft_ms), ("tpot", slo.tpot_ms)):
-            value = summary[f"{m}_p{p}_ms"]
-            item = got[m]
-            if not (isinstance(item, (tuple, list)) and len(item) == 3):
-                raise CheckFailed(f"{task}: each verdict should be a triple (value_ms, limit_ms, ok)")
-            gv, gl, ok = item
-            if gv != value:
-                hint = (f"use the key of the SLO's percentile (here P{p}: {m}_p{p}_ms), not a fixed one"
-                        if p != 95 and gv == summary.get(f"{m}_p95_ms") else f"read {m}_p{{percentile}}_ms of the summary")
-                raise CheckFailed(f"{task}: the {m} value is wrong on a case the check made up: {hint}")
-            if gl != limit:
-                raise CheckFailed(f"{task}: the {m} limit is wrong: take it from the SLO (slo.{m}_ms)")
-            if bool(ok) != (m not in failing):
-                hint = ("a value exactly at the limit meets the SLO (value <= limit)" if value == limit
-                        else "ok means value <= limit")
-                raise CheckFailed(f"{task}: the {m} verdict is wrong on a case the check made up: {hint}")
-    passed(f"Task 4 passes: slo_verdict agrees with the course's SLO check on {n_cases} cases made up just now")
+        rows, slo, level = verdict_case(r, i)
+        want = _ref.ref_slo_verdict(rows, slo, level)
+        with forbid(ns, VERDICT_FORBIDDEN), quiet():
+            got = call(task, slo_verdict, [dict(d) for d in rows], slo, level)
+        _well_formed(task, got)
+        got = {m: tuple(v) for m, v in got.items()}
+        alive = [k for k in alive if all(_same(got[m], v) for m, v in _variant(rows, slo, level, VARIANTS[k][0]).items())]
+        wrong = [m for m in ("ttft", "tpot") if not _same(got[m], want[m])]
+        if wrong and first is None:
+            first = (rows, slo, level, wrong[0], got[wrong[0]], want[wrong[0]])
+        after += first is not None
+        if first is not None and (after > 25 or not alive):
+            break
+    if first is not None:
+        rows, slo, level, m, g, w = first
+        n = len(_ref.ref_verdict_values(rows)[m])
+        hint = VARIANTS[alive[0]][1] if alive else _verdict_hint(rows, slo, level, m, g, w)
+        raise CheckFailed(f"{task}: the {m} verdict is wrong on {len(rows)} records made up by the check "
+                          f"(P{slo.percentile}, level {level}, {n} completed): {hint}")
+    passed(f"Task 4 passes: slo_verdict judges as the course's order-statistic rule does on {n_cases} runs made up "
+           "just now (failed requests, few and many requests among them)")
 
 
 def ready_for_engine(ns: dict) -> None:

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from inferopt.bench.metrics import SLO, RequestRecord, max_level_meeting, summarize
+from inferopt.bench.metrics import SLO, RequestRecord, summarize
 from inferopt.labcheck import (
     CheckFailed,
     NotDone,
@@ -29,6 +29,11 @@ FORBIDDEN = [("numpy", "percentile"), ("numpy", "quantile"), ("numpy", "nanperce
              ("inferopt.bench.metrics", "SLO.request_meets"), ("inferopt.bench.metrics", "SLO.summary_meets"),
              ("inferopt.bench.metrics", "SLO.violations"), ("inferopt.bench.metrics", "RequestRecord.tpot_s"),
              ("inferopt.bench.metrics", "_stats_ms"), ("inferopt.bench.stats", "percentile_ci")]
+
+
+# task 3 judges each level with the course's verdict (inferopt.bench.stats.slo_verdict, which lab 3 derives and which
+# reads numpy's percentile for its estimate); what it re-implements is the scan over the levels
+FRONTIER_FORBIDDEN = [t for t in FORBIDDEN if t[0] != "numpy" and t[1] != "percentile"]
 
 
 def _close(a, b, rel=1e-9):
@@ -199,35 +204,86 @@ def random_summaries(r, slo):
     return out
 
 
+def random_sweep(r, i: int = 10):
+    """(by_level, slo, level): 2-5 levels, each slower than the one before (times multiplied by whole numbers, so the
+    ms stay exact), few requests at some levels and enough for a bound at others, a failed request now and then; the
+    limits sit on a value some level's verdict rests on (a value at the limit meets it)."""
+    from inferopt.labcheck.lab3 import LEVELS, QS, need_for_bound, verdict_records
+
+    q, level = r.choice(QS), r.choice(LEVELS)
+    need_n = need_for_bound(q, level)
+    by_level = {}
+    for k, c in enumerate(sorted(r.sample([1, 2, 4, 8, 16, 32, 64], r.randint(2, 5)))):
+        n = r.choice([2 * c, r.randint(2, 8)]) if need_n > 120 or r.random() < 0.5 else r.randint(need_n, min(120, 2 * need_n))
+        rows = verdict_records(r, max(2, min(n, 120)), failed=1 if (i < 3 and k == 0) or r.random() < 0.15 else 0)
+        done = [d for d in rows if d["error"] is None]
+        for d in rows:  # failed, though its partial times look like the others': counted, it would not show
+            if d["error"] is not None:
+                d.update({key: v for key, v in r.choice(done).items() if key != "error"})
+        f = 1 + k * r.choice([0, 1, 1, 2])
+        by_level[c] = [dict(d, ttft_s=f * d["ttft_s"], e2e_s=f * d["e2e_s"], concurrency=c) for d in rows]
+    keys = list(by_level)
+    r.shuffle(keys)
+    by_level = {c: by_level[c] for c in keys}  # any order
+    limits = {}
+    for m in ("ttft", "tpot"):
+        c = r.choice(keys)
+        vals = _ref.ref_verdict_values(by_level[c])[m]
+        decided = [_ref.ref_one_verdict(vals, x, q, level)[2] for x in (min(vals), max(vals))]
+        limits[m] = r.choice(decided + [max(vals), sorted(vals)[len(vals) // 2] * r.uniform(1, 3)])
+        if i < 3:  # every run: every level's verdict passes, and the lowest level has a failed request
+            limits[m] = max(x for rows in by_level.values() for x in _ref.ref_verdict_values(rows)[m])
+    return by_level, SLO(ttft_ms=limits["ttft"], tpot_ms=limits["tpot"], percentile=q), level
+
+
+FRONTIER_VARIANTS = [
+    ({"sample": True}, "the sample percentile of a few requests is no verdict on the true one: judge each level with "
+                       "stats.slo_verdict (it says when it can only judge on the maximum)"),
+    ({"no_stop": True}, "stop at the first level that does not meet the SLOs: a pass above a failing level is noise, "
+                        "not capacity"),
+    ({"unsorted": True}, "scan the levels in increasing concurrency (by_level is not sorted)"),
+    ({"undecided_passes": True}, "a verdict the data cannot decide (passed is None) is not a pass: stop there"),
+    ({"failed_counted": True}, "a failed request (its 'error' is set) has no latency to count: leave it out of the "
+                               "verdicts' values; a level where one failed does not meet the SLOs"),
+    ({"failed_level_ok": True}, "a level where a request failed does not meet the SLOs, whatever its latencies"),
+]
+
+
+def _frontier_hint(got, want) -> str:
+    if got[0] != want[0]:
+        return ("the largest concurrency is wrong: the levels in increasing order, each meeting when no request failed "
+                "and both verdicts pass (passed is True)")
+    return ("the basis is wrong: 'maximum' when a verdict of any level up to the answer was judged on the maximum, "
+            "else 'bound' (None when no level meets the SLOs)")
+
+
 @counted
-def task3(ns: dict, n_cases: int = 300, seed=None) -> None:
+def task3(ns: dict, n_cases: int = 40, seed=None) -> None:
     task = "Task 3"
     max_concurrency = need_callable(ns, task, "max_concurrency")
+    need_callable(ns, task, "tpot_ms")
     r = rng(seed)
+    alive, first, after = list(range(len(FRONTIER_VARIANTS))), None, 0
     for i in range(n_cases):
-        slo = SLO(ttft_ms=r.choice([300, 800, 2000]), tpot_ms=r.choice([50, 120, 300]))
-        rows = random_summaries(r, slo)
-        if i < 4:  # every run: the lowest level exactly on a limit (meets it) and the next a hair over it
-            rows.sort(key=lambda s: s["concurrency"])
-            m = ("ttft", "tpot")[i % 2]
-            for s_ in rows:
-                for mm, limit in (("ttft", slo.ttft_ms), ("tpot", slo.tpot_ms)):
-                    s_[f"{mm}_p95_ms"] = 0.5 * limit
-            rows[0][f"{m}_p95_ms"] = getattr(slo, f"{m}_ms")
-            rows[1][f"{m}_p95_ms"] = getattr(slo, f"{m}_ms") * (1 + 1e-9) if i >= 2 else getattr(slo, f"{m}_ms")
-            r.shuffle(rows)
-        want = _ref.ref_max_concurrency(rows, slo)
-        with forbid(ns, FORBIDDEN), quiet():
-            got = call(task, max_concurrency, [dict(s) for s in rows], slo)
-        if got != want:
-            passing = [s["concurrency"] for s in rows if s["ttft_p95_ms"] <= slo.ttft_ms and s["tpot_p95_ms"] <= slo.tpot_ms]
-            if passing and got == max(passing):
-                hint = "stop at the first level that misses: a pass above a failing level is noise, not capacity"
-            elif want is None:
-                hint = "when the lowest level already misses, return None"
-            else:
-                hint = "scan the levels in increasing concurrency (the summaries are not sorted), both P95s <= their SLO"
-            raise CheckFailed(f"{task}: max_concurrency is wrong on {len(rows)} levels made up by the check: {hint}")
+        by_level, slo, level = random_sweep(r, i)
+        want = _ref.ref_frontier(by_level, slo, level)
+        with forbid(ns, FRONTIER_FORBIDDEN), quiet():
+            got = call(task, max_concurrency, {c: [dict(d) for d in rows] for c, rows in by_level.items()}, slo, level)
+        if not (isinstance(got, (tuple, list)) and len(got) == 2):
+            raise CheckFailed(f"{task}: max_concurrency should return a pair (best, basis)")
+        got = tuple(got)
+        if got[1] not in ("maximum", "bound", None):
+            raise CheckFailed(f"{task}: the basis is 'maximum', 'bound' or None, got {got[1]!r}")
+        alive = [k for k in alive if _ref.ref_frontier(by_level, slo, level, **FRONTIER_VARIANTS[k][0]) == got]
+        if got != want and first is None:
+            first = (len(by_level), got, want)
+        after += first is not None
+        if first is not None and (after > 25 or not alive):
+            break
+    if first is not None:
+        n, got, want = first
+        hint = FRONTIER_VARIANTS[alive[0]][1] if alive else _frontier_hint(got, want)
+        raise CheckFailed(f"{task}: max_concurrency is wrong on a sweep of {n} levels made up by the check: {hint}")
     passed(f"Task 3 passes: max_concurrency is right on {n_cases} sweeps made up just now")
 
 
@@ -236,21 +292,25 @@ def task4(ns: dict, n_cases: int = 5, seed=None) -> None:
     task = "Task 4"
     make_figures = need_callable(ns, task, "make_figures")
     r = rng(seed)
-    for _ in range(n_cases):
+    for i in range(n_cases):
         slo = SLO(ttft_ms=r.choice([300, 800, 2000]), tpot_ms=r.choice([55, 120, 300]))
         rows = random_summaries(r, slo)
+        # task 3's answer, as the figure is given it; the first case of every run differs from the summaries' P95s'
+        by_p95 = _ref.ref_max_concurrency(rows, slo)
+        best = r.choice([c for c in [None] + [s["concurrency"] for s in rows] if i or c != by_p95])
         with quiet():
-            got = call(task, make_figures, [dict(s) for s in rows], slo)
+            got = call(task, make_figures, [dict(s) for s in rows], slo, best)
         if not (isinstance(got, (tuple, list)) and len(got) == 2):
             raise CheckFailed(f"{task}: make_figures should return two figures (latency, pareto)")
         fa, fb = got
         texts = [a.text or "" for a in getattr(getattr(fa, "layout", None), "annotations", ())]
-        best = _ref.ref_max_concurrency(rows, slo)
         if not any(f"SLO P{slo.percentile} {slo.tpot_ms:g} ms" in t for t in texts) or \
                 not any(f"SLO P{slo.percentile} {slo.ttft_ms:g} ms" in t for t in texts):
             raise CheckFailed(f"{task}: the latency figure has no SLO lines for the SLO it was given: pass `slo` on")
-        if best is not None and f"max concurrency meeting SLOs: {best}" not in texts:
-            raise CheckFailed(f"{task}: the latency figure does not mark the maximum concurrency for the SLO it was given")
+        marks = [t for t in texts if t.startswith("max concurrency meeting SLOs")]
+        if marks != ([f"max concurrency meeting SLOs: {best}"] if best is not None else []):
+            raise CheckFailed(f"{task}: the latency figure should mark the level it is given (`best`, task 3's answer), "
+                              "not the one the summaries' P95s would give, and none when `best` is None")
         if not _plots(fa, rows, "concurrency", "ttft_p95_ms") or not _plots(fa, rows, "concurrency", "tpot_p95_ms"):
             raise CheckFailed(f"{task}: the latency figure has its lines and labels but not the summaries' data: it "
                               "should plot each level's P95 TTFT and P95 TPOT against its concurrency (the summaries "
@@ -288,6 +348,23 @@ def ready_for_engine(ns: dict) -> None:
             raise NotDone(f"the engine starts once tasks 1-4 pass ({exc})") from None
 
 
+def course_frontier(by_level, slo, level: float = 0.9):
+    """(best, basis) from the course's verdict (``inferopt.bench.stats.slo_verdict``), level by level."""
+    from inferopt.bench import stats
+
+    best, on_max = None, False
+    for c in sorted(by_level):
+        done = [RequestRecord.from_dict(d) for d in by_level[c] if d.get("error") is None]
+        if len(done) < len(by_level[c]):
+            break
+        verdicts = [stats.slo_verdict(m, [1000 * getattr(x, f"{m}_s") for x in done if getattr(x, f"{m}_s") is not None],
+                                      getattr(slo, f"{m}_ms"), slo.percentile, level=level) for m in ("ttft", "tpot")]
+        if not all(v.passed is True for v in verdicts):
+            break
+        best, on_max = c, on_max or any(v.basis.startswith("maximum") for v in verdicts)
+    return best, (None if best is None else "maximum" if on_max else "bound")
+
+
 def check_live(ns: dict, summaries, by_level, slo) -> None:
     """The learner's functions give the course's numbers on today's measurement."""
     task = "Live check"
@@ -305,8 +382,8 @@ def check_live(ns: dict, summaries, by_level, slo) -> None:
             if not _close(got, want, rel=1e-6):
                 raise CheckFailed(f"{task}: your {what} at concurrency {s['concurrency']} differs from the course's "
                                   "on today's records")
-    with forbid(ns, FORBIDDEN), quiet():
-        got = call(task, max_concurrency, summaries, slo)
-    if got != max_level_meeting(summaries, slo):
+    with forbid(ns, FRONTIER_FORBIDDEN), quiet():
+        got = call(task, max_concurrency, by_level, slo)
+    if tuple(got) != course_frontier(by_level, slo):
         raise CheckFailed(f"{task}: your max_concurrency differs from the course's on today's sweep")
     passed("all your functions agree with inferopt.bench.metrics on today's measurement")
