@@ -77,6 +77,14 @@ CASES = [
      "NVIDIA compatibility table: CUDA 13.x needs >= 580; vllm-project/vllm#39878 (CUDA 13 default)"),
     ("l4-580", "NVIDIA L4, 580.159.04, 8.9", "13.0", "3.13", "cu130", "NVIDIA L4",
      "PyPI metadata of vllm 0.32.0: Requires-Python <3.15,>=3.11 (3.13 inside)"),
+    ("a100-575", "NVIDIA A100-SXM4-40GB, 575.51.03, 8.0", "12.9", "3.12", "cu129", "driver 575.51.03 runs CUDA 12",
+     "vllm-project/vllm#18272 (collect_env: A100-SXM4-40GB, driver 575.51.03, CUDA runtime 12.9): a 57x driver is "
+     "still CUDA 12, below the CUDA 13 build's 580"),
+    ("l40s-550", "NVIDIA L40S, 550.54.14, 8.9", "12.4", "3.12", "cu129", "NVIDIA L40S",
+     "vllm-project/vllm#4462 (collect_env inside the vllm-openai image: L40S, driver 550.54.14)"),
+    ("t4-580", "Tesla T4, 580.159.04, 7.5", "13.0", "3.12", "cu130", "cu130 (CUDA 13.0)",
+     "torch 2.13's CUDA 13.0 wheels are compiled for 7.5 and up (torch/cuda/__init__.py PYTORCH_RELEASES_CODE_CC, "
+     "hardware_rules.yaml platform.vllm_cuda); NVIDIA's table: CUDA 13.x on drivers >= 580"),
     ("t4-470", "Tesla T4, 470.82.01, 7.5", "11.4", "3.11", None, "needs driver >= 525",
      "NVIDIA compatibility table: CUDA 11.x drivers (>= 450, < 525) run no CUDA 12 build"),
     ("v100-550", "Tesla V100-SXM2-32GB, 550.54.15, 7.0", "12.4", "3.11", None, "builds run from 7.5",
