@@ -233,3 +233,22 @@ def test_zh_self_check_shows_no_english_asset_prose(zh):
     assert "放不下之前服务根本起不来" in shown          # the order's reason, in the wrong order's feedback
     # the answers stay keyed by the English labels the grader reads
     assert "speculative decoding + a quantized draft model" in quiz.controls["conflicts"]
+
+
+def test_zh_knowledge_map_figure_and_the_data_the_chapters_read(zh):
+    from inferopt.widgets.knowledge_map import knowledge_map_figure
+    from inferopt.widgets.tradeoff_plot import tradeoff_matrix
+
+    texts = _figure_texts(knowledge_map_figure())
+    assert english_left(texts) == []
+    assert "模块 4：推理优化" in texts and "tensor_parallel" in "\n".join(texts)
+    # the pure data the chapter's cells compute on stays English in every edition (07 asserts on it)
+    assert tradeoff_matrix()[1][2].startswith("memory")
+
+
+def test_knowledge_map_figure_in_english_is_the_yaml():
+    from inferopt.widgets.knowledge_map import knowledge_map_figure
+
+    kmap = assets.load("knowledge_map.yaml")
+    labels = list(knowledge_map_figure().data[0].labels)
+    assert labels[0] == kmap["root"] and kmap["modules"][3]["name"] in labels

@@ -20,24 +20,34 @@ def _axis_label(a: dict) -> str:
 
 
 def tradeoff_matrix():
-    """(row names, axis labels, scores as a list of lists of -1/0/1, hover texts), in the edition's language."""
+    """(row names, axis labels, scores as a list of lists of -1/0/1, hover texts): the data, in English
+    (notebook code reads it: ``labels[j].startswith("memory")``); ``tradeoff_figure`` shows it translated."""
     data = knowledge.load("tradeoffs")
     axes = data["axes"]
     names, z, hover = [], [], []
     for r in data["rows"]:
-        names.append(prose(r["name"]))
+        names.append(r["name"])
         z.append([r["scores"].get(a["id"], 0) for a in axes])
-        hover.append([tr("{name}: gives up {gives_up}; buys {buys}", name=prose(r["name"]),
-                         gives_up=prose(r["gives_up"]), buys=prose(r["buys"])) for _ in axes])
-    labels = [_axis_label(a) for a in axes]
+        hover.append([f"{r['name']}: gives up {r['gives_up']}; buys {r['buys']}" for _ in axes])
+    labels = [f"{a['name']} ({a['name_zh']})" for a in axes]
     return names, labels, z, hover
+
+
+def _shown_matrix():
+    """``tradeoff_matrix()`` as the figure shows it: names, labels and hover texts in the edition's language."""
+    data = knowledge.load("tradeoffs")
+    names, _labels, z, _hover = tradeoff_matrix()
+    rows = data["rows"]
+    hover = [[tr("{name}: gives up {gives_up}; buys {buys}", name=prose(r["name"]), gives_up=prose(r["gives_up"]),
+                 buys=prose(r["buys"])) for _ in data["axes"]] for r in rows]
+    return [prose(r["name"]) for r in rows], [_axis_label(a) for a in data["axes"]], z, hover
 
 
 def tradeoff_figure():
     """Heatmap: rows = optimizations, columns = axes; red = gives up, green = buys."""
     import plotly.graph_objects as go
 
-    names, labels, z, hover = tradeoff_matrix()
+    names, labels, z, hover = _shown_matrix()
     text = [[tr("buys") if v > 0 else tr("gives up") if v < 0 else "" for v in row] for row in z]
     fig = go.Figure(go.Heatmap(z=z, x=labels, y=names, zmin=-1, zmax=1, colorscale=COLORSCALE,
                                text=text, texttemplate="%{text}", hovertext=hover, hoverinfo="text",
