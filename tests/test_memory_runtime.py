@@ -95,7 +95,11 @@ def test_versions_change_the_accounting():
     new = m.calculate("llama-3.1-8b", "H100", **kw)
     old = m.calculate("llama-3.1-8b", "H100", vllm_version="0.20.1", **kw)
     assert new.runtime["cuda_graph_gib"] > 0 and old.runtime["cuda_graph_gib"] == 0
-    assert old.kv_budget_gib_per_gpu > new.kv_budget_gib_per_gpu
+    # 0.8-0.20: no CUDA-graph term, but the V1 sampler's peak and non-torch term fitted on vLLM 0.11 logs
+    assert old.runtime["logits_gib"] > new.runtime["logits_gib"]
+    parts = ("activation_gib", "logits_gib", "non_torch_gib", "cuda_graph_gib")
+    diff = sum(old.runtime[k] - new.runtime[k] for k in parts)
+    assert new.kv_budget_gib_per_gpu - old.kv_budget_gib_per_gpu == pytest.approx(diff, abs=1e-3)
     assert m.calculate("llama-3.1-8b", "H100", enforce_eager=True, **kw).runtime["cuda_graph_gib"] == 0
     v0 = m.calculate("llama-3.1-8b", "H100", vllm_version="0.6.4", **kw)
     assert v0.runtime["max_num_batched_tokens"] == 8192 and v0.runtime["max_num_seqs"] == 256
@@ -164,18 +168,20 @@ def test_cli_shows_parts_the_original_beside_and_the_log_table():
 
 
 # ---- vLLM >= 0.19 (tests/data/startup_logs_v1.yaml: why there are so few is written at its top)
-def test_v1_logs_are_recent_and_cited():
-    assert V1_LOGS, "no vLLM >= 0.19 log"
+def test_v1_logs_are_cited_and_span_tp_and_versions():
     for log in V1_LOGS:
-        assert rt.parse_version(log["vllm_version"]) >= (0, 19), log["id"]
+        assert rt.accounting(log["vllm_version"]) != "v0", log["id"]
         assert log["url"].startswith("https://github.com/") and log["source"] and log["inferred"], log["id"]
-    assert any(r["kind"] == "predict" for r in V1_ROWS)
+    predict = [lg for lg in V1_LOGS if lg["kind"] == "predict"]
+    assert len(predict) >= 7
+    assert {lg["tp"] for lg in predict} >= {1, 2}
+    assert any(rt.parse_version(lg["vllm_version"]) >= (0, 19) for lg in predict)   # one: LMCache#3430
 
 
 @pytest.mark.parametrize("row", [r for r in V1_ROWS if r["kind"] == "predict"], ids=lambda r: r["id"])
 def test_calculator_within_half_a_gib_of_each_v1_log(row):
-    """vLLM >= 0.21 accounting (the CUDA-graph estimate subtracted), from config.json + settings alone."""
-    assert row["parts"]["cuda_graph"] > 0
+    """V1 accounting (from 0.21 with the CUDA-graph estimate subtracted), from config.json + settings alone."""
+    assert (row["parts"]["cuda_graph"] > 0) == (rt.accounting(row["vllm_version"]) == "v1-cudagraph")
     assert abs(row["error_gib"]) <= m.STARTUP_LOG_TOLERANCE_GIB, (row["id"], row["error_gib"])
 
 
@@ -183,6 +189,24 @@ def test_calculator_within_half_a_gib_of_each_v1_log(row):
 def test_vllm_0_2x_accounting_of_the_printed_parts(row):
     """0.2x prints consumed (weights + non-torch) and a peak activation that holds the CUDA-graph estimate."""
     assert abs(row["accounting_kv_gib"] - row["logged_kv_gib"]) < 0.02, row["id"]
+
+
+def test_the_old_runtime_model_is_rejected_by_the_v1_logs(monkeypatch):
+    """Before the sampler term (one float32 copy of the logits, as fitted on V0 logs) the calculator left
+    3.9-5.0 GiB too much for KV on every vLLM 0.11 log; the TP > 1 term moves the TP2 logs by 0.41 GiB."""
+    logs = [lg for lg in V1_LOGS if lg["kind"] == "predict" and rt.accounting(lg["vllm_version"]) == "v1"]
+    now = {r["id"]: r["error_gib"] for r in m.startup_log_rows(logs)}
+    monkeypatch.setattr(rt, "SAMPLER_COPIES_V1", rt.LOGITS_COPIES)
+    monkeypatch.setattr(rt, "NON_TORCH_V1_GIB", rt.NON_TORCH_GIB)
+    monkeypatch.setattr(rt, "NON_TORCH_TP_V1_GIB", 0.0)
+    old = {r["id"]: r["error_gib"] for r in m.startup_log_rows(logs)}
+    assert all(old[i] > 3 * m.STARTUP_LOG_TOLERANCE_GIB for i in old), old       # too much KV, every log
+    assert all(abs(now[i]) <= m.STARTUP_LOG_TOLERANCE_GIB for i in now), now
+    monkeypatch.setattr(rt, "SAMPLER_COPIES_V1", 9.6)
+    monkeypatch.setattr(rt, "NON_TORCH_V1_GIB", 0.13)
+    tp_term = {r["id"]: r["error_gib"] for r in m.startup_log_rows(logs)}
+    for lg in logs:
+        assert (tp_term[lg["id"]] - now[lg["id"]]) == pytest.approx(0.41 if lg["tp"] > 1 else 0.0, abs=1e-9)
 
 
 def test_v1_check_rejects_wrong_figures():

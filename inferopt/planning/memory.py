@@ -826,7 +826,8 @@ def startup_log_rows(logs: list[dict] | None = None) -> list[dict]:
             if "/" in model:                       # a config.json path, relative to the repository
                 from inferopt.paths import REPO_ROOT
                 model = str(REPO_ROOT / model)
-            b = gpu_budget(model, log.get("catalog_gpu", log["gpu"]), tp=log["tp"], weight_format="auto",
+            b = gpu_budget(model, log.get("catalog_gpu", log["gpu"]), tp=log["tp"],
+                           weight_format=log.get("weight_format", "auto"),
                            gpu_memory_utilization=log["gpu_memory_utilization"], max_model_len=log["max_model_len"],
                            vllm_version=log["vllm_version"], max_num_batched_tokens=log.get("max_num_batched_tokens"),
                            cuda_total_gib=log.get("cuda_total_gib"), usage=log.get("usage", "server"))

@@ -35,10 +35,14 @@ each log beside the calculator with its error. Accounting by version (``vllm_ver
 
 Measured error (``python -m inferopt memory --startup-logs``): within 0.25 GiB on the public logs the
 calculator can predict from a shipped config (V0 logs of vLLM 0.6-0.7); one development-build log is
-shown as an outlier, not hidden. No public V1 log of a shipped model was found, so the V1 terms
-(the logits rows of ``max_num_seqs`` = 1024 on large GPUs, the CUDA-graph constant) are the least
-certain parts: replace them with your engine's own log when you have one (``cuda_total_gib``,
-``max_num_batched_tokens``).
+shown as an outlier, not hidden. V1 (``tests/data/startup_logs_v1.yaml``, held in
+tests/test_memory_runtime.py): within 0.1 GiB on six vLLM 0.11 logs on H100s (Llama-3.1-8B, Qwen3-0.6B
+twice, Qwen3-32B at TP 1 and 2, Llama-3.3-70B FP8 at TP 2) with the sampler and TP > 1 terms below, which
+apply to 0.8-0.20; -0.10 GiB on the one >= 0.21 log of a model the calculator sizes (Qwen3-8B, vLLM
+0.21.0, TP 1). From 0.21 on the sampler and TP terms are not applied: that one log (256 sequences) shows
+no sampler peak above the forward's, and no >= 0.21 log at TP > 1 or of an MoE model the calculator
+sizes was found. Replace the constants with your engine's own log when you have one
+(``cuda_total_gib``, ``max_num_batched_tokens``).
 """
 from __future__ import annotations
 
@@ -64,10 +68,24 @@ ACTIVATION_HIDDEN_COPIES = 3
 # known models are within the measured error with it (see the table).
 LOGITS_BYTES = 4
 LOGITS_COPIES = 1
+# V1 engine, 0.8 to 0.20 (tests/data/startup_logs_v1.yaml, vLLM 0.11 on an H100): profile_run keeps the
+# forward's output hidden states (tokens x hidden x dtype bytes) and then runs ``_dummy_sampler_run``:
+# float32 logits of min(max_num_seqs, tokens) rows x the full vocabulary, sampled with top-k and top-p
+# (sort values and int64 indices, softmax, cumulative sums, masks) and once more through forward_native.
+# The forward's intermediates are freed by then, so the peak is max(forward, hidden states + sampler).
+# The sampler's buffers, in float32 rows x vocab: fitted 9.6 on two TP1 logs (Llama-3.1-8B: 9.60,
+# Qwen3-0.6B: 9.57); held out: Qwen3-32B TP1 (9.60) and TP2, Llama-3.3-70B FP8 TP2 (9.64).
+SAMPLER_COPIES_V1 = 9.6
 # Memory outside PyTorch's allocator (CUDA context, cuBLAS/NCCL workspaces) that vLLM counts:
 # public logs report 0.05 (A10, TP1), 0.12 (H100, TP1), 0.16 (H100, TP1), 0.20 (RTX 3090, TP>1),
 # 0.35 GiB (RTX 3090, TP1). Estimated: 0.2 GiB, measured error within +-0.15 GiB on those logs.
 NON_TORCH_GIB = 0.2
+# V1 (0.8 to 0.20), the same logs: 0.13-0.14 GiB at TP1 on an H100 (five logs), 0.55 and 0.54 at TP2:
+# the second rank adds the communicators' buffers (NCCL's channel buffers and vLLM's custom all-reduce
+# buffer, registered at start). Fitted: 0.13 + 0.41 once TP > 1. NCCL's ring gives each rank two
+# neighbours whatever the TP size, so the term is taken flat in TP; TP 4 and 8 are not measured.
+NON_TORCH_V1_GIB = 0.13
+NON_TORCH_TP_V1_GIB = 0.41
 # CUDA-graph estimate (vLLM >= 0.21): public logs report 0.17 GiB (4x RTX 3090, TP4,
 # noonghunna/club-3090#127), 0.36 GiB (TP2, gpustack/runner#251) and, before it was subtracted,
 # 0.65 GiB suggested for gemma-3-4b on a B200 (vllm-project/vllm#21489). Estimated: 0.35 GiB.
@@ -150,8 +168,12 @@ class RuntimeMemory:
             ("activation peak (forward)", self.activation_gib,
              f"estimated: {self.max_num_batched_tokens:,} tokens x (3 x intermediate/TP + 3 x hidden) x dtype bytes"),
             ("activation peak (logits)", self.logits_gib,
+             f"estimated: the sampler's peak over the forward's: hidden states + {SAMPLER_COPIES_V1} x min("
+             f"{self.max_num_seqs}, tokens) rows x vocab x 4 B" if self.accounting == "v1" else
              f"estimated: min({self.max_num_seqs}, tokens) rows x vocab x 4 B"),
-            ("non-torch memory", self.non_torch_gib, f"estimated constant ({NON_TORCH_GIB} GiB, public logs 0.05-0.35)"),
+            ("non-torch memory", self.non_torch_gib,
+             f"estimated: {NON_TORCH_V1_GIB} GiB, + {NON_TORCH_TP_V1_GIB} with TP > 1 (V1 logs of vLLM 0.11)"
+             if self.accounting == "v1" else f"estimated constant ({NON_TORCH_GIB} GiB, public logs 0.05-0.35)"),
             ("CUDA-graph estimate", self.cuda_graph_gib,
              "estimated; subtracted from vLLM 0.21 on" if self.accounting == "v1-cudagraph"
              else f"0: not subtracted before vLLM 0.21 ({self.vllm_version})"),
@@ -202,10 +224,18 @@ def runtime_memory(spec, *, tp: int = 1, dtype_bytes: int = 2, mode: str = "mode
         if not (isinstance(val, int) and val > 0):
             raise CourseError(f"{name} must be a positive whole number, got {val!r}.")
     act = tokens * dtype_bytes * _mlp_width_per_gpu(spec, tp) / GiB
-    logits = min(seqs, tokens) * spec.vocab_size * LOGITS_BYTES * LOGITS_COPIES / GiB
+    rows = min(seqs, tokens)
+    if acct == "v1":
+        # the sampler's peak over the forward's (see SAMPLER_COPIES_V1): counted only where it is higher
+        sampler = (tokens * spec.hidden_size * dtype_bytes + rows * spec.vocab_size * LOGITS_BYTES * SAMPLER_COPIES_V1) / GiB
+        logits = max(0.0, sampler - act)
+        non_torch = NON_TORCH_V1_GIB + (NON_TORCH_TP_V1_GIB if tp > 1 else 0.0)
+    else:
+        logits = rows * spec.vocab_size * LOGITS_BYTES * LOGITS_COPIES / GiB
+        non_torch = NON_TORCH_GIB
     cg = CUDA_GRAPH_GIB if (acct == "v1-cudagraph" and not enforce_eager) else 0.0
-    total = act + logits + NON_TORCH_GIB + cg
-    return RuntimeMemory("model", version, acct, tokens, seqs, act, logits, NON_TORCH_GIB, cg, total, True)
+    total = act + logits + non_torch + cg
+    return RuntimeMemory("model", version, acct, tokens, seqs, act, logits, non_torch, cg, total, True)
 
 
 def requested_gib(total_gib: float, gpu_memory_utilization: float) -> float:
