@@ -84,3 +84,14 @@ def test_plan_answers_with_the_refusal_first():
     assert str(e.value).startswith("vLLM 0.32 refuses: VllmConfig: The quantization method auto_awq")
     sc["requirements"]["gpu"] = "A100-SXM-80GB"           # vLLM accepts both there: a plan comes back
     assert make_plan(sc).command
+
+
+def test_diagnose_answers_with_the_refusal_first():
+    """A deployment vLLM would not start on its GPU is not diagnosed as if it ran: vLLM's line comes first."""
+    from inferopt.diagnosis.decision import diagnose
+    dep = {"model": "smollm2-135m-instruct", "gpu": "T4", "max_model_len": 2048, "kv_dtype": "fp8"}
+    with pytest.raises(CourseError) as e:
+        diagnose({"oom": True}, {}, {"num_gpus": 1}, None, dep)
+    assert str(e.value).startswith("vLLM 0.32 refuses: TRITON_ATTN")
+    d = diagnose({"oom": True}, {}, {"num_gpus": 1}, None, {**dep, "gpu": "A100"})   # FlashInfer holds FP8 KV
+    assert d.memory is not None
