@@ -252,3 +252,14 @@ def test_knowledge_map_figure_in_english_is_the_yaml():
     kmap = assets.load("knowledge_map.yaml")
     labels = list(knowledge_map_figure().data[0].labels)
     assert labels[0] == kmap["root"] and kmap["modules"][3]["name"] in labels
+
+
+def test_a_six_month_plan_written_in_chinese_is_counted_in_words():
+    """Chinese puts no spaces between words: a concrete Chinese line is not graded "too short"."""
+    from inferopt.widgets.selfcheck import _words, grade
+
+    plan = "\n".join(f"第{m}个月复现一篇推理优化论文并写总结" for m in "一二三四五六")
+    assert all(len(line.split()) == 1 for line in plan.splitlines())        # what split() alone saw
+    assert grade("learning_plan", plan).correct
+    assert not grade("learning_plan", "\n".join(["读论文"] * 6)).correct     # still too short: 1 word
+    assert _words("month 1: read the vLLM scheduler") == 6                 # English: space-separated, as before

@@ -14,6 +14,7 @@
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import ipywidgets as W
@@ -131,7 +132,7 @@ def grade(item_id: str, answer) -> Grade:
                                                         need=it["min_correct"]), fb)
     if kind == "plan_text":
         lines = [ln.strip() for ln in str(answer or "").splitlines() if ln.strip()]
-        short = [ln for ln in lines if len(ln.split()) < it["min_words"]]
+        short = [ln for ln in lines if _words(ln) < it["min_words"]]
         ok = len(lines) >= it["months"] and not short
         fb = []
         if len(lines) < it["months"]:
@@ -143,6 +144,17 @@ def grade(item_id: str, answer) -> Grade:
             fb.append(tr("ideas: {ideas}", ideas="; ".join(map(prose, knowledge.load("learning_path")["practice"]))))
         return Grade(item_id, ok, tr("{n}/{months} months", n=len(lines), months=it["months"]), fb + [prose(it["note"])])
     raise CourseError(f"{item_id}: unknown kind {kind!r}")
+
+
+_CJK = re.compile(r"[\u3400-\u9fff]")
+
+
+def _words(line: str) -> int:
+    """Words of a plan line: space-separated words; a line in Chinese (no spaces between words) counts its
+    Latin words and every two Chinese characters as one word ("读 vLLM 调度器源码" is 4)."""
+    if not _CJK.search(line):
+        return len(line.split())
+    return len(_CJK.sub(" ", line).split()) + len(_CJK.findall(line)) // 2
 
 
 def _grade_symptoms(it: dict, answer: dict) -> Grade:
