@@ -18,6 +18,14 @@ def test_latency_vs_concurrency_marks_max_level():
     assert any("SLO P95 700 ms" in t for t in texts)
 
 
+def test_latency_vs_concurrency_marks_the_level_it_is_given():
+    """best=: a frontier judged elsewhere (lab 4: order-statistic verdicts) is marked as given; None marks none."""
+    slo = SLO(ttft_ms=700, tpot_ms=160)
+    for best, want in ((2, ["max concurrency meeting SLOs: 2"]), (None, [])):
+        texts = [a.text for a in plots.latency_vs_concurrency(ROWS, slo, best=best).layout.annotations]
+        assert [t for t in texts if t.startswith("max concurrency")] == want
+
+
 def test_pareto_and_cdf_and_before_after():
     fig = plots.pareto(ROWS)
     assert list(fig.data[0].text) == ["concurrency=1", "concurrency=2", "concurrency=4", "concurrency=8"]
