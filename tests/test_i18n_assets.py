@@ -25,6 +25,9 @@ CASES = [
     dict(metrics={"ttft_p95_ms": 200, "tpot_p95_ms": 30, "tpot_p99_ms": 300, "queue_len": 5, "preemptions": 2},
          slos={"ttft_p95_ms": 500, "tpot_p95_ms": 50, "tpot_p99_ms": 100},
          workload={"prompt_tokens": 3000, "concurrency": 16}, techniques_on=["chunked_prefill"]),
+    dict(metrics={"ttft_p95_ms": 200, "tpot_p95_ms": 80}, slos={"ttft_p95_ms": 500, "tpot_p95_ms": 50},   # 2 conflicts
+         workload={"concurrency": 32, "prompt_tokens": 5000, "lora_adapters": 4, "shared_prefix_frac": 0.5},
+         techniques_on=["speculative_decoding", "prefix_cache"]),
 ]
 
 
@@ -137,6 +140,15 @@ def test_zh_widget_check_fails_on_a_missing_entry(zh, monkeypatch):
     en = "Prompts are long (thousands to tens of thousands of tokens): the prefill itself is slow"
     _drop(monkeypatch, en)
     assert english_left(decision_texts()) == [en]
+
+
+def test_zh_widget_check_fails_on_a_display_point_that_forgets_to_translate(zh, monkeypatch):
+    import inferopt.widgets.decision_widget as dw
+
+    assert [c["id"] for c in diagnose(**CASES[-1]).conflicts] == ["spec_continuous_batching", "multi_lora_prefix_cache"]
+    monkeypatch.setattr(dw, "prose", lambda text, language=None: text)
+    left = english_left(decision_texts())
+    assert "The model weights alone do not fit" in left and "Multi-LoRA + prefix cache" in left
 
 
 def test_english_edition_unchanged(monkeypatch):
