@@ -111,6 +111,7 @@ def test_check_fails_on_a_missing_or_unfaithful_entry(monkeypatch, capsys):
     assert any(repr(en) in line for line in prose.missing())
     assert cli.main(["assets-check"]) == 1
     assert "no Chinese for 'The model weights alone do not fit'" in capsys.readouterr().out
+    assert any("no Chinese for 'The model weights alone do not fit'" in p for p in cli.check_all())   # `check` too
     # a translation that loses a flag, a number, or a glossary term is reported too
     table = dict(prose.catalog())
     flag = "mean prompt tokens (--prompt-tokens)"

@@ -10,6 +10,10 @@
   itself localized). ``errors.OneLine`` shows its line through it, so a lab check's hint is Chinese
   in the Chinese labs without the checks knowing about editions.
 
+The text of ``assets/`` a learner reads (tree conditions, technique names and reasons, pitfalls, the self-check)
+is a second gettext domain, ``locale/zh_CN/LC_MESSAGES/assets.po``, shown through ``inferopt.i18n.prose.prose``
+where a widget, figure or the CLI displays it (``python -m inferopt.i18n assets-update|assets-check``).
+
 The strings live in ``locale/zh_CN/LC_MESSAGES/inferopt.po`` (gettext, keyed by the English text;
 read with ``polib`` the first time a Chinese string is needed). An English string without a
 translation shows in English; ``tests/test_i18n.py`` fails on every ``tr("...")`` in ``inferopt/``

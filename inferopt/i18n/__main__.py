@@ -2,7 +2,8 @@
 
   build [NB ...]   regenerate zh/chapters and zh/labs from the English notebooks + their .po files (make zh)
   check            every English unit has a current translation that keeps its numbers, inline code,
-                   flags, links and math and uses the glossary's terms; the zh notebooks are as build writes them
+                   flags, links and math and uses the glossary's terms; the zh notebooks are as build writes them;
+                   and what assets-check checks
   diff NB          what changed in each stale unit of NB: the English it was translated from, today's English,
                    the translation to update
   update [NB ...]  merge each notebook's .po with its current English units (changed units: fuzzy, with the
@@ -39,7 +40,7 @@ def check_all(paths=None) -> list[str]:
     for nb in paths or b.sources():
         problems += [s.line() for s in b.stale(nb)] + unit_problems(nb)
     if not paths:
-        problems += b.out_of_date()
+        problems += b.out_of_date() + prose.missing()   # and the asset prose the widgets show (assets.po)
     return problems
 
 
