@@ -95,3 +95,24 @@ def test_diagnose_answers_with_the_refusal_first():
     assert str(e.value).startswith("vLLM 0.32 refuses: TRITON_ATTN")
     d = diagnose({"oom": True}, {}, {"num_gpus": 1}, None, {**dep, "gpu": "A100"})   # FlashInfer holds FP8 KV
     assert d.memory is not None
+
+
+def test_plans_carry_the_model_dtype_of_their_gpu_and_never_a_refused_kv_dtype():
+    """bfloat16 where the GPU has it (vLLM's --dtype auto picks it: no flag), float16 on a T4 (--dtype float16 in
+    the command), the same dtype the GPU flags of the serving layer give; never --kv-cache-dtype fp8 on a T4."""
+    from inferopt.serving.gpu_flags import for_gpu
+
+    for gpu in ("H100-SXM-80GB", "A100-SXM-80GB"):
+        sc = copy.deepcopy(load_scenario("llama3-70b-chat"))
+        sc["requirements"]["gpu"] = gpu
+        plan = make_plan(sc)
+        assert plan.dtype == "bfloat16" == for_gpu(gpu).dtype
+        assert "--dtype" not in plan.command.flags
+        assert hardware.table()["attention"][gpu]["dtype_auto"] == "bfloat16"   # what vLLM's auto resolves there
+    sc = copy.deepcopy(load_scenario("llama3-70b-chat"))
+    sc["requirements"].update(model="llama-3.1-8b-instruct-awq-int4", gpu="T4")
+    sc["plan"].update(tensor_parallel_size=1, weight_format="auto", kv_cache_dtype="auto", max_model_len=8192)
+    plan = make_plan(sc)
+    flags = plan.command.flags
+    assert plan.dtype == "float16" == for_gpu("T4", extra_args=flags).dtype
+    assert flags[flags.index("--dtype") + 1] == "float16" and "--kv-cache-dtype" not in flags

@@ -203,3 +203,14 @@ def fp8_kv_refusal(gpu) -> str | None:
         return None
     row = table().get("attention", {}).get(gpu_catalog.resolve(str(gpu), "gpu"), {})
     return row.get("fp8_refusal") if row.get("fp8") is None else None
+
+
+def model_dtype(gpu) -> str | None:
+    """The 16-bit model dtype vLLM 0.32 runs a bfloat16 checkpoint in on ``gpu``: 'bfloat16' from the table's
+    ``platform.bf16_dtype`` floor on (vLLM's check_if_supports_dtype), 'float16' below it; None for an unknown
+    GPU, the CPU, or a table without that rule. The same rule :func:`inferopt.serving.gpu_flags.for_gpu` reads."""
+    cc = capability(gpu)
+    rule_ = table().get("platform", {}).get("bf16_dtype")
+    if cc is None or cc == 0.0 or rule_ is None:
+        return None
+    return "bfloat16" if cc >= float(rule_["min_capability"]) else "float16"

@@ -226,6 +226,7 @@ class DeploymentPlan:
     availability: cap.Availability | None
     canary: list[cap.CanaryStep]
     decisions: list[tuple[str, str, str]]
+    dtype: str | None = None      # the model dtype on the plan's GPU (hardware table: platform.bf16_dtype)
 
     def summary(self) -> dict:
         """The headline figures, JSON-ready (what ``plan --json`` prints)."""
@@ -331,7 +332,12 @@ def make_plan(scenario="llama3-70b-chat") -> DeploymentPlan:
                      pl["max_num_seqs"], kv_concurrency=mem.max_concurrency_workload)
     # every flag memory was sized on goes into the command (issue 19): without --max-model-len vLLM
     # would start at the model's full context, which the calculator did not check
+    # the model dtype for the plan's GPU: vLLM's --dtype auto already picks bfloat16 where the GPU has it, so the
+    # command states --dtype only below the table's bf16 floor (T4, V100: float16), where --dtype bfloat16 is refused
+    from inferopt.planning import hardware
+    dtype = hardware.model_dtype(req["gpu"])
     cmd = launch_command(pl["checkpoint"], tensor_parallel_size=pl["tensor_parallel_size"],
+                         extra=["--dtype", dtype] if dtype == "float16" else None,
                          pipeline_parallel_size=pp, kv_cache_dtype=pl["kv_cache_dtype"],
                          max_model_len=mem.max_model_len,
                          prefix_caching=pl.get("prefix_caching", True),
@@ -366,7 +372,7 @@ def make_plan(scenario="llama3-70b-chat") -> DeploymentPlan:
     ]
     return DeploymentPlan(scenario=sc, memory=mem, memory_seed_4k=mem4k, seed_check=seed_check, errata=errata,
                           littles_law=ll, command=cmd, capacity=capacity_plan, availability=avail,
-                          canary=canary, decisions=decisions)
+                          canary=canary, decisions=decisions, dtype=dtype)
 
 
 # ---------------------------------------------------------------- CLI: python -m inferopt plan
