@@ -11,7 +11,7 @@ import pytest
 from inferopt import assets
 from inferopt.diagnosis.decision import diagnose
 from inferopt.i18n import __main__ as cli
-from inferopt.i18n import prose
+from inferopt.i18n import checks, prose
 
 # diagnoses that walk every branch of the tree, with conflicts, skipped and already-on techniques
 CASES = [
@@ -93,7 +93,7 @@ def decision_texts() -> list[str]:
 
 
 def test_every_learner_visible_asset_string_has_current_chinese():
-    assert prose.missing() == []
+    assert checks.asset_prose_problems() == []
     assert cli.main(["assets-check"]) == 0
 
 
@@ -108,7 +108,7 @@ def test_every_field_path_names_text():
 def test_check_fails_on_a_missing_or_unfaithful_entry(monkeypatch, capsys):
     en = "The model weights alone do not fit"
     _drop(monkeypatch, en)
-    assert any(repr(en) in line for line in prose.missing())
+    assert any(repr(en) in line for line in checks.asset_prose_problems())
     assert cli.main(["assets-check"]) == 1
     assert "no Chinese for 'The model weights alone do not fit'" in capsys.readouterr().out
     assert any("no Chinese for 'The model weights alone do not fit'" in p for p in cli.check_all())   # `check` too
@@ -121,7 +121,7 @@ def test_check_fails_on_a_missing_or_unfaithful_entry(monkeypatch, capsys):
     term = "Serial decoding is the limit (small batches: each step produces one token)"
     table[term] = "受限于串行（小批量：每步只产出一个 token）"
     monkeypatch.setattr(prose, "catalog", lambda language="zh_CN": table)
-    problems = "\n".join(prose.missing())
+    problems = "\n".join(checks.asset_prose_problems())
     assert "flags missing: --prompt-tokens" in problems
     assert "numbers missing: 8" in problems
     assert "glossary: 'decoding' should appear as 解码" in problems

@@ -183,8 +183,9 @@ def layer_of(module: str) -> str:
     """The layer of an inferopt module, as CONTRIBUTING.md's table lists them."""
     name = module.removeprefix("inferopt").lstrip(".")
     leaf = name.rpartition(".")[2]
-    if name in ("", "errors", "paths", "assets", "slo", "i18n", "figure_precision"):
-        # i18n: the editions' string lookup; figure_precision: the package's plotly renderer (imports nothing of ours)
+    if name in ("", "errors", "paths", "assets", "slo", "i18n", "i18n.prose", "figure_precision"):
+        # i18n: the editions' string lookup (i18n.prose: the same for asset prose, reads assets/ and locale/ only);
+        # figure_precision: the package's plotly renderer (imports nothing of ours)
         return "base"
     if name in PURE_PARSERS:
         return "engines"

@@ -40,7 +40,7 @@ def check_all(paths=None) -> list[str]:
     for nb in paths or b.sources():
         problems += [s.line() for s in b.stale(nb)] + unit_problems(nb)
     if not paths:
-        problems += b.out_of_date() + prose.missing()   # and the asset prose the widgets show (assets.po)
+        problems += b.out_of_date() + checks.asset_prose_problems()   # and the asset prose the widgets show (assets.po)
     return problems
 
 
@@ -75,7 +75,7 @@ def main(argv=None) -> int:
                   f"({len(prose.english())} learner-visible strings)")
             return 0
         if a.cmd == "assets-check":
-            problems = prose.missing()
+            problems = checks.asset_prose_problems()
             for p in problems:
                 print("-", p)
             if problems:

@@ -75,3 +75,19 @@ def glossary_problems(english: str, chinese: str, terms: list[dict] | None = Non
         if hit and not any(z in plain_zh for z in t["zh"]):
             out.append(f"glossary: {hit!r} should appear as {' / '.join(t['zh'])}")
     return out
+
+
+def asset_prose_problems(language: str = "zh_CN") -> list[str]:
+    """One line per learner-visible asset string without a current translation, or whose translation
+    does not keep the English's numbers, flags and inline code or misses a glossary term."""
+    from inferopt.i18n.prose import catalog, english
+
+    table, terms = catalog(language), glossary()
+    out = []
+    for en, where in english().items():
+        if en not in table:
+            out.append(f"{where[0]}: no Chinese for {en!r}")
+            continue
+        out += [f"{where[0]}: {p} in {table[en]!r}" for p in preservation_problems(en, table[en])
+                + glossary_problems(en, table[en], terms)]
+    return out

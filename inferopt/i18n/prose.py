@@ -135,22 +135,6 @@ def prose(text, language: str | None = None) -> str:
 
 
 # ------------------------------------------------------------------ maintenance
-def missing(language: str = "zh_CN") -> list[str]:
-    """One line per learner-visible asset string without a current translation, or whose translation
-    does not keep the English's numbers, flags and inline code or misses a glossary term."""
-    from inferopt.i18n import checks
-
-    table, terms = catalog(language), checks.glossary()
-    out = []
-    for en, where in english().items():
-        if en not in table:
-            out.append(f"{where[0]}: no Chinese for {en!r}")
-            continue
-        out += [f"{where[0]}: {p} in {table[en]!r}" for p in checks.preservation_problems(en, table[en])
-                + checks.glossary_problems(en, table[en], terms)]
-    return out
-
-
 def update(language: str = "zh_CN") -> dict[str, int]:
     """Merge assets.po with today's YAML: new strings as empty entries, entries no longer in FIELDS obsolete."""
     import polib
