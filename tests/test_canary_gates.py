@@ -73,7 +73,7 @@ class FakeProm:
 
 
 def gates(prom):
-    return {g["gate"]: g for g in canary.read_gates(prom, SLO, 30)}
+    return {g["gate"]: g for g in canary.read_gates(prom, SLO, 30, level=0.9)}
 
 
 def test_a_p95_gate_on_few_requests_is_judged_on_the_slowest_and_says_so():
@@ -100,11 +100,11 @@ def test_enough_requests_give_a_stated_confidence():
 def test_no_request_is_no_data_and_no_bound_at_the_threshold_is_one_clear_line():
     empty = FakeProm({"vllm:time_to_first_token_seconds": (0, {"0.348": 0}),
                       "vllm:request_time_per_output_token_seconds": (0, {"0.048": 0})})
-    assert not any(g["passed"] for g in canary.read_gates(empty, SLO, 30)[:2])
+    assert not any(g["passed"] for g in canary.read_gates(empty, SLO, 30, level=0.9)[:2])
     default_buckets = FakeProm({"vllm:time_to_first_token_seconds": (6, {"0.5": 6}),
                                 "vllm:request_time_per_output_token_seconds": (6, {"0.05": 6})})
     with pytest.raises(CourseError, match="no bucket bound at the threshold"):
-        canary.read_gates(default_buckets, SLO, 30)
+        canary.read_gates(default_buckets, SLO, 30, level=0.9)
 
 
 def test_stop_when_stops_sending():

@@ -54,7 +54,7 @@ def _percentile_gate(prom, g: dict, selector: str, window_s: int, level: float) 
 
 
 def read_gates(prom, slo: SLOs, window_s: int, selector: str = SELECTOR, errors: str = "engine",
-               level: float = 0.9) -> list:
+               level: float | None = None) -> list:
     """Every canary gate evaluated now over the last ``window_s`` seconds: the gate rows of
     :func:`canary_gates` plus ``value`` (None when the query returned no series) and ``passed``.
 
@@ -62,10 +62,12 @@ def read_gates(prom, slo: SLOs, window_s: int, selector: str = SELECTOR, errors:
     a handful of requests about the slowest one): each is :func:`slo_verdict_counts` on the requests of
     the window, at confidence ``level`` when there are enough of them, else on the slowest request,
     with the reason in ``verdict``; ``value`` is then the share of requests at or below the threshold.
-    An undecided verdict does not pass."""
+    An undecided verdict does not pass. ``level=None`` (the default): the P95 gates are Prometheus'
+    ``histogram_quantile`` against the threshold, as chapter 06b's stored run reads them (the engines
+    there carry vLLM's default bucket bounds)."""
     rows = []
     for g in canary_gates(slo, selector=selector, window=f"{int(window_s)}s", errors=errors):
-        if g.get("metric"):
+        if g.get("metric") and level is not None:
             rows.append(_percentile_gate(prom, g, selector, window_s, level))
             continue
         value = prom.query_value(g["promql"])
@@ -80,7 +82,7 @@ def canary_requests(prom, window_s: int, selector: str = SELECTOR) -> float:
 
 
 def rollout(gateway, prom, slo: SLOs, send, weights=(5, 50, 100), selector: str = SELECTOR,
-            errors: str = "engine", progress: bool = True, level: float = 0.9) -> list:
+            errors: str = "engine", progress: bool = True, level: float | None = None) -> list:
     """Run the canary through ``weights`` (percent); return the trace, one dict per step:
     {weight, seconds, sent, failed, routed (requests per version at the gateway), canary_requests
     (from Prometheus), gates (see :func:`read_gates`), decision ('promote' | 'done' | 'roll back')}.
