@@ -108,26 +108,26 @@ ANSWERS = {
 UNTOUCHED = "untouched"
 
 
-def _frontier(*swaps) -> str:
-    """Lab 4's worked max_concurrency with text replaced (as ``_verdict`` for lab 3)."""
-    src = (SOLUTIONS / "lab4-benchmark-plotting.md").read_text(encoding="utf-8")
-    start = src.index("def max_concurrency(by_level")
+def _worked(lab: str, signature: str, swaps) -> str:
+    """A worked solution's function (from ``def <signature>`` to its END SOLUTION marker) with text replaced:
+    a wrong submission that differs from the solution in one place."""
+    src = (SOLUTIONS / f"{lab}.md").read_text(encoding="utf-8")
+    start = src.index(f"def {signature}")
     code = src[start:src.index("    ### END SOLUTION", start)].replace("    ### BEGIN SOLUTION\n", "")
     for old, new in swaps:
         assert old in code, old
         code = code.replace(old, new)
     return code
+
+
+def _frontier(*swaps) -> str:
+    """Lab 4's worked max_concurrency with text replaced."""
+    return _worked("lab4-benchmark-plotting", "max_concurrency(by_level", swaps)
 
 
 def _verdict(*swaps) -> str:
-    """Lab 3's worked slo_verdict with text replaced: a wrong submission that differs from it in one place."""
-    src = (SOLUTIONS / "lab3-live-vllm.md").read_text(encoding="utf-8")
-    start = src.index("def slo_verdict(records")
-    code = src[start:src.index("    ### END SOLUTION", start)].replace("    ### BEGIN SOLUTION\n", "")
-    for old, new in swaps:
-        assert old in code, old
-        code = code.replace(old, new)
-    return code
+    """Lab 3's worked slo_verdict with text replaced."""
+    return _worked("lab3-live-vllm", "slo_verdict(records", swaps)
 
 # {grade_id: {kind: code run on top of the solution's namespace}}; UNTOUCHED uses labs/.
 WRONG = {

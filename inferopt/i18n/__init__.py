@@ -59,12 +59,13 @@ def po_path(domain: str, language: str = "zh_CN") -> Path:
     return LOCALE / language / "LC_MESSAGES" / f"{domain}.po"
 
 
-@lru_cache(maxsize=4)
-def catalog(language: str = "zh_CN") -> dict[str, str]:
-    """{English: translation} of the runtime strings (translated, not fuzzy, not obsolete)."""
+@lru_cache(maxsize=8)
+def catalog(language: str = "zh_CN", domain: str = RUNTIME_DOMAIN) -> dict[str, str]:
+    """{English: translation} of a domain's strings (translated, not fuzzy, not obsolete): the runtime strings
+    (``inferopt``: widgets, checks, messages) by default, the asset prose with ``domain="assets"``."""
     import polib
 
-    path = po_path(RUNTIME_DOMAIN, language)
+    path = po_path(domain, language)
     if not path.exists():
         return {}
     return {e.msgid: e.msgstr for e in polib.pofile(str(path))

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from inferopt import assets
+from inferopt import assets, i18n
 from inferopt.i18n import LANGUAGE, edition, localize, po_path
 
 DOMAIN = "assets"
@@ -88,16 +88,9 @@ def english() -> dict[str, list[str]]:
     return out
 
 
-@lru_cache(maxsize=4)
 def catalog(language: str = "zh_CN") -> dict[str, str]:
     """{English: translation} of the asset strings (translated, not fuzzy, not obsolete)."""
-    import polib
-
-    path = po_path(DOMAIN, language)
-    if not path.exists():
-        return {}
-    return {e.msgid: e.msgstr for e in polib.pofile(str(path))
-            if e.msgstr and not e.obsolete and "fuzzy" not in e.flags}
+    return i18n.catalog(language, DOMAIN)
 
 
 @lru_cache(maxsize=4)
@@ -166,6 +159,6 @@ def update(language: str = "zh_CN") -> dict[str, int]:
             counts["obsolete"] += 1
     path.parent.mkdir(parents=True, exist_ok=True)
     po.save(str(path))
-    catalog.cache_clear()
+    i18n.catalog.cache_clear()
     _phrases.cache_clear()
     return counts
