@@ -210,7 +210,12 @@ def model_dtype(gpu) -> str | None:
     ``platform.bf16_dtype`` floor on (vLLM's check_if_supports_dtype), 'float16' below it; None for an unknown
     GPU, the CPU, or a table without that rule. The same rule :func:`inferopt.serving.gpu_flags.for_gpu` reads."""
     cc = capability(gpu)
+    ok = None if cc is None or cc == 0.0 else has_bf16(cc)
+    return None if ok is None else ("bfloat16" if ok else "float16")
+
+
+def has_bf16(cap: float) -> bool | None:
+    """Whether vLLM 0.32 runs bfloat16 at compute capability ``cap``: the table's ``platform.bf16_dtype`` floor
+    (vLLM's check_if_supports_dtype); None when the table has no such rule."""
     rule_ = table().get("platform", {}).get("bf16_dtype")
-    if cc is None or cc == 0.0 or rule_ is None:
-        return None
-    return "bfloat16" if cc >= float(rule_["min_capability"]) else "float16"
+    return None if rule_ is None else cap >= float(rule_["min_capability"])

@@ -96,10 +96,11 @@ def _capability(gpu) -> tuple[str, float, str | None]:
 def _bf16(cap: float, gid: str | None) -> tuple[bool | None, str]:
     """(has bfloat16, source): the table's bf16_dtype rule; without it the catalog's bf16_support of a catalog
     GPU (assets/gpus.yaml); None when neither answers (a bare capability and no rule)."""
-    r = find_rule(BF16_RULE)
-    if r is not None:
-        floor = r["min_capability"]
-        ok = cap >= float(floor)
+    from inferopt.planning import hardware
+
+    ok = hardware.has_bf16(cap)
+    if ok is not None:
+        floor = rule(BF16_RULE)["min_capability"]
         return ok, f"compute capability {cap} {'>=' if ok else '<'} {floor}, {cite(BF16_RULE)}"
     if gid is not None:
         from inferopt.planning import gpu_catalog
