@@ -157,8 +157,8 @@ clean-notebooks: $(STAMP)
 
 run-notebooks: setup tools
 	@test -n "$(NB)" || { echo "usage: make run-notebooks NB='chapters/00-start-here.ipynb ...'"; exit 2; }
-	$(BIN)/python -m inferopt.nbtools run $(NB)
-	@$(BIN)/python -m inferopt.i18n build $(NB)   # the Chinese pages get the new outputs
+	$(BIN)/python -m inferopt.nbtools run $(NB)   # then the notebooks that quote their outputs (stored_quotes)
+	@$(BIN)/python -m inferopt.i18n build $$($(BIN)/python -m inferopt.stored_quotes $(NB))   # the Chinese pages get the new outputs
 
 bench: setup
 	$(BIN)/python -m inferopt bench sweep

@@ -71,7 +71,8 @@ def main(argv=None) -> int:
     try:
         return int(args.func(args) or 0)
     except CourseError as exc:
-        msg = str(exc)
+        from inferopt.i18n import localize
+        msg = localize(str(exc))   # the edition's words (English: unchanged)
     except OSError as exc:
         msg = os_error_message(exc)
     except KeyboardInterrupt:

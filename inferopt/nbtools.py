@@ -16,7 +16,8 @@ Commands (``python -m inferopt.nbtools ...``):
   sync [NB ...]        reconcile each notebook with its .md twin (jupytext --sync; newer file wins)
   clean [NB ...]       normalise metadata of stored notebooks (all by default)
   run NB [NB ...]      execute notebooks in place (real outputs), clean them, add figure images,
-                       regenerate labs
+                       regenerate labs; then the notebooks that quote their stored outputs
+                       (inferopt.stored_quotes), so no quote is left from an older run
   images [NB ...]      give every stored plotly figure a static PNG rendered from its own JSON
                        (kaleido + a local Chromium), so GitHub, nbviewer and the book show it;
                        `check` fails on a figure without its image or with a stale one
@@ -37,6 +38,7 @@ import re
 import sys
 from pathlib import Path
 
+from inferopt import stored_quotes
 from inferopt.paths import CHAPTERS, LABS, REPO_ROOT, SOLUTIONS
 
 FIX_LABS = "make labs   (or: .venv/bin/python -m inferopt.nbtools labs)"
@@ -52,7 +54,7 @@ _END_HIDDEN = re.compile(r"^[ \t]*### END HIDDEN TESTS[ \t]*$")
 _BEGIN_MD = re.compile(r"^\s*(<!--\s*)?BEGIN SOLUTION(\s*-->)?\s*$")
 _END_MD = re.compile(r"^\s*(<!--\s*)?END SOLUTION(\s*-->)?\s*$")
 
-KEEP_NB_META = {"kernelspec", "language_info", "jupytext"}
+KEEP_NB_META = {"kernelspec", "language_info", "jupytext", "inferopt"}   # inferopt: stored_quotes.record
 KEEP_CELL_META = {"tags", "nbgrader"}
 
 
@@ -344,10 +346,11 @@ def run_notebook(path: Path, timeout: int = 1800) -> None:
     path = path.with_suffix(".ipynb")
     sync_files([path])  # an edited .md twin brings its inputs over first (the newer file wins)
     nb = nbformat.read(path, as_version=4)
+    sources = stored_quotes.quoted_sources(json.loads(nbformat.writes(nb)))   # read before it runs: what it quotes
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}})
     client.execute()
-    executed = clean(json.loads(nbformat.writes(nb)))
+    executed = clean(stored_quotes.record(json.loads(nbformat.writes(nb)), sources))
     add_images(executed)
     path.write_text(_dumps(executed), encoding="utf-8")
     sync_files([path])  # outputs changed, inputs did not: the twin stays as it is
@@ -377,15 +380,17 @@ def main(argv=None) -> int:
         unsynced = unsynced_pairs()
         problems = stale_labs() + unclean_notebooks()
         no_image = missing_images()
-        for p in problems + unsynced + no_image:
+        stale_quotes = stored_quotes.stale()   # each line names its own fix
+        for p in problems + unsynced + no_image + stale_quotes:
             print("-", p)
         if problems:
             print(f"fix: {FIX_LABS}\n     {FIX_CLEAN}")
         if no_image:
             print(f"fix: {FIX_IMAGES}")
-        if problems or unsynced or no_image:
+        if problems or unsynced or no_image or stale_quotes:
             return 1
-        print("labs up to date; notebooks clean; every notebook in sync with its .md twin; every figure has its image")
+        print("labs up to date; notebooks clean; every notebook in sync with its .md twin; every figure has its "
+              "image; every quote of another notebook's outputs is from its current run")
         return 0
     if args.cmd == "sync":
         sync_files([x.resolve() for x in args.notebooks] or None)
@@ -399,9 +404,12 @@ def main(argv=None) -> int:
             print("cleaned", p.relative_to(REPO_ROOT))
         return 0
     if args.cmd == "run":
-        for nb in args.notebooks:
-            print(f"running {nb} ...", flush=True)
-            run_notebook(nb.resolve(), timeout=args.timeout)
+        named = [x.resolve() for x in args.notebooks]
+        for nb in stored_quotes.with_readers(named):
+            quoted = [s.name for s in stored_quotes.quoted_sources(nb) if s in named]
+            print(f"running {_rel(nb)} ..." + (f" (it quotes {', '.join(quoted)}'s stored outputs)"
+                                              if nb not in named else ""), flush=True)
+            run_notebook(nb, timeout=args.timeout)
         for p in generate_labs():
             print("wrote", p.relative_to(REPO_ROOT))
         return 0

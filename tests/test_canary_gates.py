@@ -1,16 +1,18 @@
 """Chapter 06b's canary gates at the SLO itself (issue 29): the engines carry a bucket bound at each
 threshold (``alerts.histogram_bucket_args``, vLLM's ``--custom-histogram-buckets``), and a P95 gate is
 ``bench.stats.slo_verdict_counts`` on the window's requests, never ``histogram_quantile`` rounded up to
-the next default bound. Also the load generator's ``stop_when`` (06b's crash cell stops sending after
-enough requests have finished on one engine). Nothing here starts an engine; vLLM is imported once."""
+the next default bound; or, opt-in, ``bench.breach.breach_verdict`` (k of n requests over, n stated) with
+each rollout step held until the canary has finished n requests. Also the load generator's ``stop_when``
+(06b's crash cell stops sending after enough requests have finished on one engine). Nothing here starts an engine; vLLM is imported once."""
 from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 
 import pytest
 
-from inferopt.bench import loadgen
+from inferopt.bench import breach, loadgen, stats
 from inferopt.bench.workload import RequestSpec
 from inferopt.errors import CourseError
 from inferopt.monitoring import alerts
@@ -45,11 +47,27 @@ def test_the_engine_gets_a_bound_at_each_threshold(vllm_buckets):
 
 
 class FakeProm:
-    """Answers the gates' PromQL from counts per histogram: {metric: (n, {le: n_within})}."""
+    """Answers the gates' PromQL from counts per histogram: {metric: (n, {le: n_within})}: a window's
+    difference (``offset``), or the absolute counter (``sum(series)``, a step's baseline and end): what the
+    engine had served before (``before``) plus ``hist`` for each step served so far (``steps``)."""
 
-    def __init__(self, hist, preemptions=0.0, errors=0.0):
+    def __init__(self, hist, preemptions=0.0, errors=0.0, before=None, fresh=False):
         self.hist, self.preemptions, self.errors = hist, preemptions, errors
+        self.before, self.steps = before or {}, 0
+        self.fresh = fresh        # started for the rollout: "offset" finds no sample, `or vector(0)` answers 0
         self.asked = []
+
+    def _absolute(self, metric, kind, le_re):
+        def part(counts):
+            n, within = counts
+            if kind == "count":
+                return float(n)
+            hits = [k for le, k in within.items() if re.fullmatch(le_re.replace("\\\\", "\\"), le)]
+            return float(hits[0]) if hits else None
+        now = part(self.hist[metric])
+        if now is None:
+            return None
+        return (part(self.before[metric]) or 0.0 if metric in self.before else 0.0) + self.steps * now
 
     def query_value(self, expr):
         self.asked.append(expr)
@@ -62,7 +80,9 @@ class FakeProm:
         if "e2e_request_latency" in expr:
             return 0.0
         m = re.match(r"sum\((vllm:[a-z_]+)_(count|bucket)\{[^}]*?(?:le=~\"([^\"]+)\")?\}\)", expr)
-        assert m and " offset " in expr, expr            # a raw counter difference, not increase()
+        assert m, expr                                    # a raw counter, not increase()
+        if " offset " not in expr or self.fresh:          # the absolute counter: a step's baseline or end
+            return self._absolute(m.group(1), m.group(2), m.group(3) or "")
         n, within = self.hist[m.group(1)]
         if m.group(2) == "count":
             return float(n)
@@ -123,3 +143,169 @@ def test_stop_when_stops_sending():
     assert len(full.records) == 10                           # without it every request is sent
     closed = loadgen.run(ep, reqs[:10], concurrency=1, progress=False, stop_when=lambda: True)
     assert closed.records == []
+
+
+# --- the count-based verdict: k of n over the SLO, n stated (inferopt.bench.breach) ---
+
+def test_breach_count_is_the_lower_order_statistic_rule_and_holds_its_confidence_exactly():
+    for n in range(1, 201):
+        c = breach.breach_count(n)
+        # the same rule as the lower bound of stats: fewer than s within <=> at least n - s + 1 over
+        assert c == n - stats.lower_rank(n) + 1, n
+        # a release exactly at its P95 (5 % of requests over) fails with probability <= 10 % ...
+        assert 1 - stats.binom_cdf(c - 1, n, 0.05) <= 0.1
+        # ... and c is the fewest with that property
+        assert c == 1 or 1 - stats.binom_cdf(c - 2, n, 0.05) > 0.1
+    # simulated: a release at the SLO is stopped at most ~10 % of the time on 7 requests
+    import numpy as np
+
+    rng = np.random.default_rng(29)
+    over = rng.binomial(7, 0.05, size=20_000)
+    assert np.mean(over >= breach.breach_count(7)) <= 0.1 + 3 * (0.1 * 0.9 / 20_000) ** 0.5
+
+
+def test_the_hold_is_the_fewest_requests_that_catch_a_regression():
+    n = breach.min_requests_to_catch(0.5, power=0.9)
+    assert breach.catch_probability(n, 0.5) >= 0.9 > breach.catch_probability(n - 1, 0.5)
+    assert breach.min_requests_to_catch(0.25) > n                       # a smaller regression needs a longer hold
+    assert breach.catch_probability(n, 0.0) == 0.0 and breach.catch_probability(n, 1.0) == 1.0
+
+
+def test_one_slow_request_of_a_handful_does_not_stop_a_release_two_do():
+    one = breach.breach_verdict("TPOT", 7, 1, 48.0)
+    two = breach.breach_verdict("TPOT", 7, 2, 48.0)
+    assert one.passed is True and "1 of 7 requests > 48 ms" in one.text and "n >= 45" in one.text
+    assert two.passed is False and "90% confidence" in two.text and "2 of 7" in two.text
+    # the maximum rule, by contrast, fails on the single slow one
+    assert stats.slo_verdict_counts("TPOT", 7, 6, 48.0).passed is False
+    held = breach.breach_verdict("TPOT", 3, 0, 48.0, min_n=7)
+    assert held.passed is None and "hold until 7" in held.text
+
+
+def test_breach_functions_reject_wrong_input_in_one_line():
+    for bad in ((0, 0), (5, 6), (5, -1), (5.5, 5), (True, 1), (5, "1")):
+        with pytest.raises(CourseError):
+            breach.breach_verdict("TTFT", *bad, 348)
+    for kw in ({"min_n": 0}, {"q": 100}, {"level": 1.0}):
+        with pytest.raises(CourseError):
+            breach.breach_verdict("TTFT", 5, 0, 348, **kw)
+    for call in (lambda: breach.breach_count(0), lambda: breach.catch_probability(5, 1.5),
+                 lambda: breach.min_requests_to_catch(0.05), lambda: breach.min_requests_to_catch(0.5, power=1),
+                 lambda: breach.min_requests_to_catch(0.051)):
+        with pytest.raises(CourseError) as e:
+            call()
+        assert "\n" not in str(e.value)
+
+
+def test_read_gates_breach_rule_counts_the_requests_over():
+    one_slow = FakeProm({"vllm:time_to_first_token_seconds": (6, {"0.348": 6}),
+                         "vllm:request_time_per_output_token_seconds": (6, {"0.048": 5})})
+    g = {x["gate"]: x for x in canary.read_gates(one_slow, SLO, 30, level=0.9, rule="breach")}
+    assert g["TPOT P95"]["passed"] and g["TPOT P95"]["basis"] == "breach count" and g["TPOT P95"]["n"] == 6
+    two_slow = FakeProm({"vllm:time_to_first_token_seconds": (6, {"0.348": 6}),
+                         "vllm:request_time_per_output_token_seconds": (6, {"0.048": 4})})
+    g = {x["gate"]: x for x in canary.read_gates(two_slow, SLO, 30, level=0.9, rule="breach")}
+    assert not g["TPOT P95"]["passed"] and g["TTFT P95"]["passed"]
+    assert g["TPOT P95"]["verdict"].startswith("TPOT P95 > 48 ms")   # the gate's name, not "TPOT P95 P95"
+    g = {x["gate"]: x for x in canary.read_gates(one_slow, SLO, 30, level=0.9, rule="breach", min_n=7)}
+    assert not g["TTFT P95"]["passed"] and "hold until 7" in g["TTFT P95"]["verdict"]
+    with pytest.raises(CourseError, match="rule="):
+        canary.read_gates(one_slow, SLO, 30, level=0.9, rule="max")
+    with pytest.raises(CourseError, match="give level"):
+        canary.read_gates(one_slow, SLO, 30, rule="breach")
+
+
+class FakeGateway:
+    """nginx's exact weighted split, counted as requests finish."""
+
+    def __init__(self):
+        self.weight, self.log = 0, Counter()
+
+    def set_canary_weight(self, w):
+        self.weight = w
+
+    def requests_per_version(self):
+        return Counter(self.log)
+
+
+class _Result:
+    def __init__(self, n):
+        self.n = n
+
+    def summary(self):
+        return {"completed": self.n, "failed": 0}
+
+
+def test_rollout_holds_each_step_until_the_canary_has_finished_enough(monkeypatch):
+    monkeypatch.setattr(canary.time, "sleep", lambda s: None)
+    gw, sent = FakeGateway(), []
+
+    def send(weight, enough):
+        n, credit = 0, 0
+        while not enough():
+            credit += weight
+            gw.log["canary" if credit >= 100 else "stable"] += 1
+            credit -= 100 if credit >= 100 else 0
+            n += 1
+        sent.append(n)
+        prom.steps += 1                                   # the step's requests reach the engine's counters
+        return _Result(n)
+
+    prom = FakeProm({"vllm:time_to_first_token_seconds": (7, {"0.348": 7}),
+                     "vllm:request_time_per_output_token_seconds": (7, {"0.048": 6})})
+    trace = canary.rollout(gw, prom, SLO, send, level=0.9, rule="breach", hold_for=7, progress=False)
+    assert [st["decision"] for st in trace] == ["promote", "promote", "done"]
+    assert [st["routed"]["canary"] for st in trace] == [7, 7, 7] and sent == [140, 14, 7]
+    for bad in (0, 2.5, True):
+        with pytest.raises(CourseError, match="hold_for"):
+            canary.rollout(gw, prom, SLO, send, level=0.9, rule="breach", hold_for=bad, progress=False)
+
+
+def test_a_step_counts_its_own_requests_not_what_the_engine_served_before(monkeypatch):
+    """A Prometheus started for the rollout has no sample from before its first scrape, so "now minus
+    offset" counted the canary's whole history as the step's (06b, 2026-12-03: the 5 % step's one request
+    judged as 5, with 4 from section 4's load). The rollout reads each step's baseline when it begins."""
+    monkeypatch.setattr(canary.time, "sleep", lambda s: None)
+    gw = FakeGateway()
+    # the canary served 4 requests before the rollout, all over the TTFT threshold; each step serves 1, fast
+    prom = FakeProm({"vllm:time_to_first_token_seconds": (1, {"0.348": 1}),
+                     "vllm:request_time_per_output_token_seconds": (1, {"0.048": 1})},
+                    before={"vllm:time_to_first_token_seconds": (4, {"0.348": 0}),
+                            "vllm:request_time_per_output_token_seconds": (4, {"0.048": 4})}, fresh=True)
+
+    def send(weight):
+        gw.log["canary"] += 1
+        prom.steps += 1
+        return _Result(1)
+
+    base = canary.percentile_counts(prom, SLO)
+    assert sorted(base.values()) == [0.0, 4.0, 4.0, 4.0]      # TTFT: 4 served, 0 within; TPOT: 4 and 4
+    trace = canary.rollout(gw, prom, SLO, send, level=0.9, rule="breach", progress=False)
+    assert [st["decision"] for st in trace] == ["promote", "promote", "done"]
+    assert all((g["n"], g["n_within"]) == (1, 1) for st in trace for g in st["gates"] if g.get("metric"))
+    # "now minus offset" on this fresh Prometheus: the first step is 4 of 5 over, and rolls back
+    prom.steps = 1
+    whole = canary.read_gates(prom, SLO, 30, level=0.9, rule="breach")
+    ttft = next(g for g in whole if g["gate"] == "TTFT P95")
+    assert (ttft["n"], ttft["n_within"], ttft["passed"]) == (5, 1, False)
+
+
+def test_the_default_rollout_is_the_stored_runs_call_shape(monkeypatch):
+    """The default call, rollout(gw, prom, slo, send): send(weight) with one argument, P95 gates from
+    histogram_quantile (engines with vLLM's default bounds); the opt-in rules leave that path as it was."""
+    monkeypatch.setattr(canary.time, "sleep", lambda s: None)
+    gw, weights = FakeGateway(), []
+
+    def send(weight):
+        weights.append(weight)
+        gw.log["canary"] += 1
+        return _Result(1)
+
+    prom = FakeProm({})
+    trace = canary.rollout(gw, prom, SLO, send, progress=False)
+    assert weights == [5, 50, 100] and [st["decision"] for st in trace] == ["promote", "promote", "done"]
+    assert all(g["value"] in (0.2, 0.04) for st in trace for g in st["gates"] if g.get("metric"))
+    assert not any(" offset " in q for q in prom.asked)              # no counter differences asked for
+    slow = type("SlowProm", (FakeProm,), {"query_value": lambda self, e: 0.5 if e.startswith("histogram_quantile")
+                                          else FakeProm.query_value(self, e)})({})
+    assert canary.rollout(gw, slow, SLO, send, progress=False)[-1]["decision"] == "roll back"

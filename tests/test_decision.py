@@ -401,3 +401,13 @@ def test_bench_json_lines_pick_the_labelled_or_last_run(tmp_path):
 def test_one_diagnosis_takes_well_under_5_ms():
     r = time_diagnosis(200)
     assert r["median_ms"] < 5.0, r
+
+
+def test_reason_head_is_the_first_clause_never_a_cut_word():
+    from inferopt.diagnosis.facts import reason_head
+
+    r = ("llama-3-70b does not fit: weights 131.42 GiB per GPU + estimated runtime memory 2.73 GiB exceed the usable "
+         "72.88 GiB (0.92 x 79.22 GiB) of one H100-SXM-80GB. Raise TP (now 1), choose a smaller weight format.")
+    assert reason_head(r) == r.split(". Raise")[0]          # the decimals' dots are no sentence end
+    assert reason_head("KV cache cannot hold one request; lower --max-model-len") == "KV cache cannot hold one request"
+    assert reason_head("no full stop at all") == "no full stop at all"

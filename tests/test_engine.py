@@ -143,6 +143,21 @@ def test_startup_timeout_stops_the_server_and_shows_the_log():
     assert srv.proc is None
 
 
+def test_startup_wait_comes_from_the_argument_else_the_environment(monkeypatch):
+    monkeypatch.delenv("INFEROPT_STARTUP_TIMEOUT_S", raising=False)
+    assert VLLMServer(quiet=True).startup_timeout == 300
+    monkeypatch.setenv("INFEROPT_STARTUP_TIMEOUT_S", "900")
+    assert VLLMServer(quiet=True).startup_timeout == 900
+    assert VLLMServer(quiet=True, startup_timeout=3).startup_timeout == 3      # the argument wins
+    for bad in ("soon", "0", "-5", "nan"):
+        monkeypatch.setenv("INFEROPT_STARTUP_TIMEOUT_S", bad)
+        with pytest.raises(CourseError, match=r"^INFEROPT_STARTUP_TIMEOUT_S=.*positive number"):
+            VLLMServer(quiet=True)
+    monkeypatch.delenv("INFEROPT_STARTUP_TIMEOUT_S")
+    with pytest.raises(CourseError, match=r"^startup_timeout=0: give the start-up wait"):
+        VLLMServer(quiet=True, startup_timeout=0)
+
+
 def test_bad_sizes_are_refused_with_the_fix():
     with pytest.raises(CourseError, match="kv_cache_gib"):
         VLLMServer(kv_cache_gib=-1)

@@ -103,8 +103,9 @@ def test_without_the_bf16_rule_the_catalog_answers(monkeypatch):
     monkeypatch.setattr(hardware, "table", lambda: t)
     assert gpu_flags.for_gpu("T4").dtype == "float16" and gpu_flags.for_gpu("A10").dtype == "bfloat16"
     assert "assets/gpus.yaml" in gpu_flags.for_gpu("T4").line
-    bare = gpu_flags.for_gpu(7.5)                                  # a bare capability: vLLM's own auto dtype
-    assert bare.dtype == "auto" and bare.args() == [] and "vLLM picks" in bare.line
+    with pytest.raises(CourseError, match="cannot say which --dtype") as e:   # a bare capability: nothing answers,
+        gpu_flags.for_gpu(7.5)                                                  # so no command without a dtype
+    assert "\n" not in str(e.value)
 
 
 def _fake_nvidia_smi(tmp_path, monkeypatch, query: str, cuda: str = "12.4"):

@@ -42,3 +42,18 @@ def test_without_a_gpu_the_real_run_refuses_in_one_line(tmp_path):
     with pytest.raises(CourseError, match="GPU build") as e:
         gpucheck.run(("1",), dry_run=False, out=tmp_path)
     assert not list(tmp_path.iterdir())
+
+
+def test_the_gpu_check_notebook_runs_its_dry_run_in_ci():
+    """Chapter 00b's GPU-check cell is what CI's strict nbval executes (pyproject testpaths: chapters): without a GPU
+    it runs both parts as the dry run, and asserts the records say so."""
+    import tomllib
+
+    from inferopt.paths import REPO_ROOT
+    from inferopt.serving.gpu_commands import notebook_code
+
+    code = notebook_code(REPO_ROOT / "chapters" / "00b-gpu-and-hosted.md")
+    assert "dry = not gpu_present()" in code and 'gpucheck.run(("1", "2"), dry_run=dry)' in code
+    assert 'json.loads(p.read_text())["dry_run"] for p in written] == [dry, dry]' in code
+    ini = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert "chapters" in ini["testpaths"] and "--nbval" in ini["addopts"].split()

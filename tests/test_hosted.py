@@ -79,3 +79,45 @@ def test_the_first_cell_probes_a_faked_colab(tmp_path):
     out = subprocess.run([sys.executable, "-c", "from inferopt.serving import hosted; print(hosted.first_cell(dry_run=True))"],
                          cwd=REPO_ROOT, env=env, capture_output=True, text=True)
     assert out.stdout.strip() == "None"                 # not hosted: runs nothing
+
+
+RUNTIME_ENV = {"colab": "COLAB_RELEASE_TAG", "kaggle": "KAGGLE_KERNEL_RUN_TYPE"}
+
+
+def _fake_runtime(tmp_path, answers: dict) -> dict:
+    """An nvidia-smi on PATH answering like this runtime's GPUs, and the runtime's own environment variable."""
+    def lines(text):
+        return "; ".join(f"echo '{ln}'" for ln in text.splitlines())
+
+    exe = tmp_path / "nvidia-smi"
+    exe.write_text("#!/bin/sh\ncase \"$*\" in\n"
+                   f"  *compute_cap*) {lines(answers['query'])} ;;\n"
+                   f"  *memory.free*) {lines(answers['memory'])} ;;\n"
+                   "  -L) echo 'GPU 0: faked' ;;\n"
+                   f"  *) echo '| NVIDIA-SMI x   Driver Version: x   CUDA Version: {answers['cuda']} |' ;;\nesac\n")
+    exe.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in RUNTIME_ENV.values()}
+    return {**env, "PATH": f"{tmp_path}:{os.environ['PATH']}", RUNTIME_ENV[answers["runtime"]]: "fake"}
+
+
+@pytest.mark.parametrize("example,gpu,dtype", [("colab-t4", "Tesla T4", "float16"),
+                                               ("kaggle-t4x2", "Tesla T4", "float16"),
+                                               ("kaggle-l4", "NVIDIA L4", "bfloat16")])
+def test_the_first_cell_on_each_faked_runtime(tmp_path, example, gpu, dtype):
+    """The probe path the notebook's first cell takes (hosted.first_cell: the runtime's variable, nvidia-smi's
+    answers), for Colab's T4 on a CUDA 12 driver and Kaggle's T4 x2 and L4: vLLM's CUDA 12.9 build, the engine
+    with its GPU's --dtype (never bfloat16 or an FP8 KV cache on a T4) and an explicit memory share."""
+    answers = hosted.EXAMPLES[example]
+    code = ("from inferopt.serving import hosted; p = hosted.first_cell(dry_run=True); "
+            "print('RUNTIME', p.runtime, p.install.build, p.share_utilization)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=_fake_runtime(tmp_path, answers),
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    runtime, build, share = out.stdout.split("RUNTIME ")[1].split()
+    assert (runtime, build) == (answers["runtime"], "cu129") and gpu in out.stdout
+    engine = next(ln for ln in out.stdout.splitlines() if "vllm.entrypoints.openai.api_server" in ln).split()
+    assert _value(engine, "--dtype") == dtype and "--kv-cache-dtype" not in engine
+    assert float(_value(engine, "--gpu-memory-utilization")) == pytest.approx(float(share), abs=1e-3)
+    if dtype == "float16":
+        assert "bfloat16" not in engine
+    assert f"$ python -m pip install -q {CU129}" in out.stdout

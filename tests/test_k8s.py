@@ -11,7 +11,7 @@ import yaml
 
 from inferopt.__main__ import main
 from inferopt.errors import CourseError
-from inferopt.planning import k8s
+from inferopt.planning import hardware, k8s
 from inferopt.planning.planner import make_plan
 
 
@@ -93,6 +93,12 @@ def test_probe_and_flags_and_scrape_annotations_checked(plan, objs):
     c["args"].remove("--enable-prefix-caching")
     with pytest.raises(CourseError, match="--enable-prefix-caching"):
         k8s.validate(bad, plan)
+    for flag, wrong in (("--dtype", "float16"), ("--kv-cache-dtype", "auto")):   # a value other than the plan's
+        bad = copy.deepcopy(objs)
+        a = _find(bad, "Deployment", "vllm-engine-canary")["spec"]["template"]["spec"]["containers"][0]["args"]
+        a[a.index(flag) + 1] = wrong
+        with pytest.raises(CourseError, match=f"runs {flag} {wrong}, the plan's command {flag} "):
+            k8s.validate(bad, plan)
     bad = copy.deepcopy(objs)
     del _find(bad, "Deployment", "vllm-engine-canary")["spec"]["template"]["metadata"]["annotations"]
     with pytest.raises(CourseError, match="prometheus.io/scrape"):
@@ -137,6 +143,7 @@ def test_engine_args_parse_with_vllms_parser(objs):
     ServeSubcommand().subparser_init(top.add_subparsers(dest="subparser"))
     ns = top.parse_args(["serve", *c["args"]])
     assert ns.model_tag == c["args"][0] and ns.tensor_parallel_size == 8 and ns.kv_cache_dtype == "fp8"
+    assert ns.dtype == "bfloat16" == hardware.model_dtype("H100-SXM-80GB")   # the plan's GPU's dtype, stated
     assert (ns.host, ns.port, ns.max_num_seqs, ns.enable_prefix_caching) == ("0.0.0.0", 8000, 200, True)
 
 

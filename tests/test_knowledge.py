@@ -1,11 +1,15 @@
 """The knowledge files in assets/: schemas, cross-references, the seed's facts, vLLM flag names."""
 import copy
+import json
+import re
 import shlex
 
 import pytest
 
+from inferopt.assets import load_file
 from inferopt.diagnosis import knowledge
 from inferopt.errors import CourseError
+from inferopt.paths import ASSETS
 
 
 @pytest.mark.parametrize("name", knowledge.NAMES)
@@ -231,3 +235,58 @@ def test_engine_generated_flags_parse(vllm_parser):
             if r["id"] == "speculative_decoding":
                 assert ns.speculative_config == {"model": "my-draft", "num_speculative_tokens": 4}
     assert {"tensor_parallel", "speculative_decoding", "fp8", "int4_awq_marlin"} <= seen
+
+
+def _speculative_configs(node, where="assets"):
+    """Every ``--speculative-config`` JSON the course's assets give a learner: the list item after the flag,
+    or ``--speculative-config '{...}'`` inside a sentence."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _speculative_configs(v, f"{where}.{k}")
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            if v == "--speculative-config" and i + 1 < len(node):
+                yield where, node[i + 1]
+            yield from _speculative_configs(v, f"{where}[{i}]")
+    elif isinstance(node, str):
+        for m in re.finditer(r"--speculative-config[ =]'(\{.*?\})'", node):
+            yield where, m.group(1)
+
+
+def _spec_config_refusal(cfg: dict):
+    """What vLLM 0.32's own SpeculativeConfig says about ``cfg``: None when it accepts it. A config with a draft
+    model is checked for its keys (building it would load the model); an ngram one is built by vLLM."""
+    import dataclasses
+
+    from vllm.config.speculative import SpeculativeConfig
+
+    unknown = set(cfg) - {f.name for f in dataclasses.fields(SpeculativeConfig)}
+    if unknown:
+        return f"not a SpeculativeConfig field: {sorted(unknown)}"
+    if cfg.get("method") == "ngram":
+        try:
+            SpeculativeConfig(**cfg)
+        except Exception as e:
+            return f"{type(e).__name__}: {e}"
+    return None
+
+
+def test_every_speculative_config_the_course_gives_is_one_vllm_accepts():
+    """Ask vLLM, don't retype it: `vllm serve` parses --speculative-config as JSON and hands it to
+    SpeculativeConfig, which refuses unknown keys (a V0 key such as disable_by_batch_size stops the start)."""
+    files = sorted(p for p in ASSETS.rglob("*.yaml") if "schemas" not in p.parts)
+    found = [(f"{p.relative_to(ASSETS)}{where.removeprefix('assets')}", json.loads(text))
+             for p in files for where, text in _speculative_configs(load_file(p))]
+    assert len(found) >= 3, found          # the technique's enable flag and two pitfalls' avoid_flags at least
+    bad = [(where, refusal) for where, cfg in found if (refusal := _spec_config_refusal(cfg))]
+    assert not bad, bad
+
+
+def test_the_speculative_config_check_refuses_what_vllm_refuses():
+    assert "disable_by_batch_size" in _spec_config_refusal({"method": "ngram", "num_speculative_tokens": 4,
+                                                             "disable_by_batch_size": 4})
+    assert _spec_config_refusal({"method": "ngram", "num_speculative_tokens": 0, "prompt_lookup_max": 4}) is not None
+    assert _spec_config_refusal({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4,
+                                 "num_speculative_tokens_per_batch_size": [[1, 8, 4], [9, 1024, 0]]}) is None
+    assert list(_speculative_configs({"t": "serve with --speculative-config '{\"method\": \"ngram\"}' on"})) == \
+        [("assets.t", '{"method": "ngram"}')]

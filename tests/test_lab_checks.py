@@ -102,7 +102,10 @@ ANSWERS = {
     "lab3": [r"\['--enable-prefix-caching', '--enable-chunked-prefill', '--max-num-batched-tokens', '2048'"],
     "lab4": [r"\b6\.9\d*\b"],
     "lab5": [r"\(4, 6, 48\)", r"\b48 GPUs\b", r"per_instance_qps\s*=\s*50", r"load_test_b\b", r"\btable B\b",
-             r"> 0\.9\b.*severity", r"\b50(\.0)? QPS\b"],
+             r"> 0\.9\b.*severity", r"\b50(\.0)? QPS\b",
+             # issue 29: the sizing on enough requests, and the bound itself at the course's level
+             r"\(5, 7, 56\)", r"\b56 GPUs\b", r"per_instance_qps\s*=\s*45\.9", r"\b45\.9\b", r"(?<![\d.])45 requests",
+             r"\bn = 45\b"],
 }
 
 UNTOUCHED = "untouched"
@@ -123,6 +126,11 @@ def _worked(lab: str, signature: str, swaps) -> str:
 def _frontier(*swaps) -> str:
     """Lab 4's worked max_concurrency with text replaced."""
     return _worked("lab4-benchmark-plotting", "max_concurrency(by_level", swaps)
+
+
+def _sizing(fn: str, *swaps) -> str:
+    """Lab 5's worked min_requests or best_qps_within_slo with text replaced."""
+    return _worked("lab5-monitoring-alerts", f"{fn}(", swaps)
 
 
 def _verdict(*swaps) -> str:
@@ -265,6 +273,8 @@ WRONG = {
                        "        if flags[i] not in DROP:\n            out += flags[i:i + 2] if v else flags[i:i + 1]\n"
                        "        i += 2 if v else 1\n    return out"),
         "sorted": "_orig = cpu_flags\ndef cpu_flags(flags):\n    return sorted(_orig(flags))",
+        "keeps_dtype": ("_orig = cpu_flags\ndef cpu_flags(flags):\n    d = flags.index('--dtype') if '--dtype' in flags "
+                        "else None\n    return _orig(flags) if d is None else [*flags[d:d + 2], *_orig(flags)]"),
     },
     "lab3-task2": {
         UNTOUCHED: None,
@@ -445,20 +455,35 @@ WRONG = {
     },
     "lab5-task3": {
         UNTOUCHED: None,
-        "constant": ("def best_qps_within_slo(table, ttft_slo_ms, tpot_slo_ms):\n    return 50\n"
+        "constant": ("def best_qps_within_slo(table, ttft_slo_ms, tpot_slo_ms, level=0.9):\n    return 50\n"
                      "def instances_needed(target_qps, per_instance_qps, surge=1, spares=1, gpus_per_instance=8):\n"
                      "    return 4, 6, 48"),
         "package": ("from inferopt.planning.capacity import plan_instances\n"
                     "def instances_needed(target_qps, per_instance_qps, surge=1, spares=1, gpus_per_instance=8):\n"
                     "    p = plan_instances(target_qps, per_instance_qps, surge, 'N+1', gpus_per_instance)\n"
                     "    return p.base_instances, p.instances, p.gpus"),
+        "package_stats": ("from inferopt.bench.stats import min_samples_for_upper_bound as _m\n"
+                          "def min_requests(level, q=95):\n    return _m(q, level)"),
         "off_by_one": ("def instances_needed(target_qps, per_instance_qps, surge=1, spares=1, gpus_per_instance=8):\n"
                        "    base = int(target_qps // per_instance_qps) + 1\n"
                        "    return base, base + surge + spares, (base + surge + spares) * gpus_per_instance"),
-        "raw_peak": "def best_qps_within_slo(table, ttft_slo_ms, tpot_slo_ms):\n    return max(r['qps'] for r in table)",
-        "at_or_below": ("def best_qps_within_slo(table, ttft_slo_ms, tpot_slo_ms):\n"
-                        "    ok = [r['qps'] for r in table if r['ttft_p95_ms'] <= ttft_slo_ms and r['tpot_p95_ms'] <= tpot_slo_ms]\n"
-                        "    return max(ok) if ok else None"),
+        "raw_peak": ("def best_qps_within_slo(table, ttft_slo_ms, tpot_slo_ms, level=0.9):\n"
+                     "    return max(r['qps'] for r in table)"),
+        "at_or_below": _sizing("best_qps_within_slo", ('r["ttft_p95_ms"] < ttft_slo_ms', 'r["ttft_p95_ms"] <= ttft_slo_ms'),
+                               ('r["tpot_p95_ms"] < tpot_slo_ms', 'r["tpot_p95_ms"] <= tpot_slo_ms')),
+        # issue 29: a P95 trusted whatever the number of requests behind it, and the bound's usual mistakes
+        "ignores_n": _sizing("best_qps_within_slo", ('r["requests"] >= enough and ', '')),
+        "off_by_one_n": _sizing("best_qps_within_slo", ('r["requests"] >= enough', 'r["requests"] > enough')),
+        "fixed_level": _sizing("best_qps_within_slo", ("enough = min_requests(level)", "enough = min_requests(0.9)")),
+        "print_floor": _sizing("best_qps_within_slo", ("enough = min_requests(level)", "enough = 20")),
+        "bound_floor": ("def min_requests(level, q=95):\n"
+                        "    return math.floor(math.log(1 - level) / math.log(q / 100))"),
+        "bound_plus_one": _sizing("min_requests", ("while 1 - p**n < level:", "while 1 - p**n <= level + 1e-9 or n < 2:"),
+                                  ("    return n", "    return n if n < 2 else n + 1")),
+        "bound_level_power": ("def min_requests(level, q=95):\n"
+                              "    return math.ceil(math.log(1 - q / 100) / math.log(level))"),
+        "bound_fixed_q": _sizing("min_requests", ("p, n = q / 100, 1", "p, n = 0.95, 1")),
+        "bound_print_floor": "def min_requests(level, q=95):\n    return 20",
     },
     "lab5-task4": {
         UNTOUCHED: None,
@@ -535,6 +560,17 @@ MESSAGE = {
     ("lab4-task2", "p95_in_seconds"): "milliseconds",
     ("lab4-task4", "annotations_no_data"): "not the summaries' data",
     ("lab4-task4", "other_data"): "not the summaries' data",
+    ("lab5-task3", "ignores_n"): "skip the rows with too few `requests`",
+    ("lab5-task3", "off_by_one_n"): "off by one in the comparison",
+    ("lab5-task3", "fixed_level"): "use the level you are given",
+    ("lab5-task3", "print_floor"): "floor for printing a percentile",
+    ("lab5-task3", "bound_floor"): "off by one in the bound",
+    ("lab5-task3", "bound_plus_one"): "off by one in the bound",
+    ("lab5-task3", "bound_level_power"): "smallest n with 1 - (q/100)^n >= level",
+    ("lab5-task3", "bound_fixed_q"): "follow the percentile you are given",
+    ("lab5-task3", "bound_print_floor"): "floor for printing a percentile",
+    ("lab5-task3", "raw_peak"): "raw peak",
+    ("lab5-task3", "at_or_below"): "strictly",
 }
 
 CHECKS = check_functions()
@@ -691,6 +727,39 @@ def test_lab3_verdict_reference_is_the_course_rule():
         r = labcheck.rng(None)
         cases = [lab3.verdict_case(r, i) for i in range(4)]
         assert any(_ref.ref_slo_verdict(*c, with_failed=True) != _ref.ref_slo_verdict(*c) for c in cases)
+
+
+def test_lab5_sizing_bound_is_the_course_rule():
+    """Lab 5's task 3 (issue 29): the check's bound is bench.stats' min_samples_for_upper_bound at every level and
+    percentile it asks (none on a whole-number edge, where float and exact arithmetic could differ); every run holds
+    a table whose best row has one request too few and one with exactly enough; on the diagnostic table each usual
+    mistake picks its own row, so each gets its own hint."""
+    import math
+
+    from inferopt.bench import stats
+    from inferopt.labcheck import _references as _ref
+    from inferopt.labcheck import lab5
+
+    for level in lab5.LEVELS:
+        for q in lab5.QS:
+            assert _ref.ref_min_requests(level, q) == stats.min_samples_for_upper_bound(q, level), (level, q)
+            x = math.log(1 - level) / math.log(q / 100)
+            assert abs(x - round(x)) > 1e-3, (level, q)
+    assert _ref.ref_min_requests(0.9) == lab5.PRINT_FLOOR + 25 and lab5.PRINT_FLOOR == stats.MIN_PERCENTILE_SAMPLES
+    for seed in (None, SEED):
+        r = labcheck.rng(seed)
+        for case, keeps_top in ((0, False), (1, True)):
+            level = r.choice(lab5.LEVELS)
+            table = lab5.sized_table(r, level, case)
+            top = max(table, key=lambda row: row["qps"])
+            need_n = _ref.ref_min_requests(level)
+            assert top["requests"] == need_n - (0 if keeps_top else 1)
+            assert (_ref.ref_best_qps(table, 1000, 80, level) == top["qps"]) == keeps_top
+    t, lv = lab5.diagnostic_table(), lab5.DIAGNOSTIC_LEVEL
+    picks = [_ref.ref_best_qps(t, 1000, 80, lv), _ref.ref_best_qps(t, 1000, 80, lv, enough=0),
+             _ref.ref_best_qps(t, 1000, 80, lv, strict_n=True), _ref.ref_best_qps(t, 1000, 80, lab5.COURSE_LEVEL),
+             _ref.ref_best_qps(t, 1000, 80, lv, enough=lab5.PRINT_FLOOR), max(row["qps"] for row in t)]
+    assert len(set(picks)) == len(picks), picks
 
 
 def test_references_are_not_importable_from_the_lab_modules():

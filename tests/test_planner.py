@@ -88,6 +88,7 @@ def _check(args, model):
     assert args.enable_prefix_caching is True and args.enable_chunked_prefill is True
     assert args.max_num_batched_tokens == 8192 and args.max_num_seqs == 200
     assert args.gpu_memory_utilization == 0.9 and args.port == 8000
+    assert args.dtype == "bfloat16"      # the plan's H100 has bfloat16 (hardware table: platform.bf16_dtype)
 
 
 def test_generated_flags_parse_with_vllm(plan, vllm_parsers):
@@ -108,9 +109,32 @@ def test_generated_flags_parse_with_vllm(plan, vllm_parsers):
 
 def test_switch_off_flags_parse(vllm_parsers):
     module_parser, _, _ = vllm_parsers
-    cmd = planner.launch_command("m", prefix_caching=False, chunked_prefill=False, max_model_len=4096)
+    cmd = planner.launch_command("m", gpu="L4", prefix_caching=False, chunked_prefill=False, max_model_len=4096)
     a = module_parser.parse_args(cmd.module_argv[3:])
     assert a.enable_prefix_caching is False and a.enable_chunked_prefill is False and a.max_model_len == 4096
+
+
+@pytest.mark.parametrize(("gpu", "checkpoint", "dtype"), [
+    ("T4", "bfloat16", "float16"), ("V100", "bfloat16", "float16"), ("T4", "float32", "float16"),
+    ("L4", "bfloat16", "bfloat16"), ("H100", "bfloat16", "bfloat16"), ("A100", "float32", "bfloat16"),
+    ("H100", "float16", "float16"),     # an AWQ checkpoint saved in float16: vLLM's auto keeps it where the GPU runs it
+])
+def test_every_launch_command_states_the_dtype_its_gpu_runs(vllm_parsers, gpu, checkpoint, dtype):
+    module_parser, top, validate = vllm_parsers
+    cmd = planner.launch_command("m", gpu=gpu, checkpoint_dtype=checkpoint)
+    a = module_parser.parse_args(cmd.module_argv[3:])
+    validate(a)
+    assert a.dtype == dtype
+    assert cmd.serve_argv.count("--dtype") == 1 and top.parse_args(cmd.serve_argv[1:]).dtype == dtype
+
+
+def test_a_launch_command_needs_a_gpu_it_can_state_a_dtype_for():
+    for bad, why in (("CPU", "--dtype"), ("GTX-1080", "unknown GPU")):
+        with pytest.raises(CourseError, match=why) as e:
+            planner.launch_command("m", gpu=bad)
+        assert "\n" not in str(e.value)
+    with pytest.raises(TypeError):
+        planner.launch_command("m")      # no GPU, no command: the dtype is the GPU's
 
 
 def test_shell_text_is_the_same_command(plan):

@@ -45,7 +45,9 @@ def test_plan_refuses_tp_across_nodes_and_sizes_pp():
         make_plan(sc)
     sc["plan"].update(tensor_parallel_size=8, pipeline_parallel_size=2)
     p = make_plan(sc)
-    assert p.command.flags[:4] == ["--tensor-parallel-size", "8", "--pipeline-parallel-size", "2"]
+    f = p.command.flags
+    assert f[:2] == ["--dtype", "bfloat16"]                       # the H100's dtype leads (planner.launch_command)
+    assert f[2:6] == ["--tensor-parallel-size", "8", "--pipeline-parallel-size", "2"]
     with pytest.raises(CourseError, match="LeaderWorkerSet"):
         k8s.manifests(p)
 

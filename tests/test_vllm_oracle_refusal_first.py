@@ -98,8 +98,8 @@ def test_diagnose_answers_with_the_refusal_first():
 
 
 def test_plans_carry_the_model_dtype_of_their_gpu_and_never_a_refused_kv_dtype():
-    """bfloat16 where the GPU has it (vLLM's --dtype auto picks it: no flag), float16 on a T4 (--dtype float16 in
-    the command), the same dtype the GPU flags of the serving layer give; never --kv-cache-dtype fp8 on a T4."""
+    """bfloat16 where the GPU has it (what vLLM's --dtype auto picks there), float16 on a T4, stated as --dtype in
+    every command, the same dtype the GPU flags of the serving layer give; never --kv-cache-dtype fp8 on a T4."""
     from inferopt.serving.gpu_flags import for_gpu
 
     for gpu in ("H100-SXM-80GB", "A100-SXM-80GB"):
@@ -107,7 +107,7 @@ def test_plans_carry_the_model_dtype_of_their_gpu_and_never_a_refused_kv_dtype()
         sc["requirements"]["gpu"] = gpu
         plan = make_plan(sc)
         assert plan.dtype == "bfloat16" == for_gpu(gpu).dtype
-        assert "--dtype" not in plan.command.flags
+        assert plan.command.flags[plan.command.flags.index("--dtype") + 1] == "bfloat16"
         assert hardware.table()["attention"][gpu]["dtype_auto"] == "bfloat16"   # what vLLM's auto resolves there
     sc = copy.deepcopy(load_scenario("llama3-70b-chat"))
     sc["requirements"].update(model="llama-3.1-8b-instruct-awq-int4", gpu="T4")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 
 from inferopt.diagnosis import knowledge
 from inferopt.diagnosis.inputs import Baseline, Deployment, SLOs, Workload
@@ -184,6 +185,14 @@ def _check_one_gpu(dep: Deployment | None, w: Workload) -> None:
                           "different GPUs; give one of them (--gpu or --gpu-type), or the same GPU in both")
 
 
+def reason_head(reason: str) -> str:
+    """The first clause of a start verdict's reason: up to its first ';' or sentence end (". "), never cut
+    inside a word or a number, so the edition's templates translate it as a whole."""
+    head = reason.split(";")[0]
+    m = re.search(r"\.\s", head)
+    return (head[: m.start()] if m else head).rstrip(". ")
+
+
 def failing_from_memory(b: Baseline, mem: dict | None, facts: dict, failing: list, warnings: list) -> None:
     """Add to ``failing`` what the memory calculator and vLLM's gauges say: a deployment that would
     not start is an OOM (unless the metrics come from a running engine: then a warning), and KV
@@ -191,7 +200,7 @@ def failing_from_memory(b: Baseline, mem: dict | None, facts: dict, failing: lis
     if mem is not None and not mem["will_start"] and not b.oom:
         if _engine_ran(b):
             warnings.append("contradiction: these metrics come from a running engine, yet the memory calculator says "
-                            "this deployment would not start (" + mem["start_reason"].split(";")[0][:160] + "); the "
+                            "this deployment would not start (" + reason_head(mem["start_reason"]) + "); the "
                             "deployment given is not the one that ran (check --max-model-len, --gpu-memory-utilization, "
                             "TP, the weight format), so the metrics are diagnosed and the start verdict is set aside")
         else:

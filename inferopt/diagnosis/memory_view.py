@@ -4,7 +4,7 @@ weights fit, does KV or the weights dominate, and what each candidate change fre
 (inferopt.planning.memory does the sizing)."""
 from __future__ import annotations
 
-from inferopt.diagnosis.facts import _this_cpu_fp8_kv, vllm_defaults
+from inferopt.diagnosis.facts import _this_cpu_fp8_kv, reason_head, vllm_defaults
 from inferopt.diagnosis.inputs import Deployment, Workload
 from inferopt.errors import CourseError
 
@@ -97,7 +97,7 @@ def _memory_candidates(view: dict, dep: Deployment, w: Workload) -> list:
             conc = f", concurrency x{c['concurrency_factor']:.2f}" if c["concurrency_factor"] else ""
             c["text"] = f"{text}: {gain}{conc}" + ("" if view["will_start"] else "; vLLM starts")
         else:
-            c["text"] = f"{text}: still does not start ({v.reason.split(';')[0][:120]})"
+            c["text"] = f"{text}: still does not start ({reason_head(v.reason)})"
         cands.append(c)
 
     if gpu:

@@ -15,6 +15,10 @@
    change is reverted and the next candidate is tried. Stop when every SLO holds, when nothing is
    left to try, or after ``max_steps`` changes - and say which.
 
+Several starting points run in lockstep (:func:`tune_all`): each round starts the engines that every
+loop needs next together (on two cores, two starts take little more than one), then measures them one
+at a time, each while the others of its round wait idle; each loop decides on its own measurements only.
+
 Starting points (small workloads, a few seconds each on 2 cores):
 - ``prefix_off``: a customer-service prompt (900 shared tokens + a 30-token question) with prefix
   caching turned off (``--no-enable-prefix-caching``): every request prefills the whole prompt.
@@ -227,62 +231,127 @@ class Trace:
         return asdict(self)
 
 
-def tune(start: Start, slo, tokenizer=None, *, max_steps: int = MAX_STEPS, log=print) -> Trace:
-    """The loop for one starting point (engines started and stopped here)."""
-    from inferopt.bench.workload import load_tokenizer
-    from inferopt.diagnosis.decision import diagnose
-    from inferopt.planning.memory import GiB
-    from inferopt.serving.engine import VLLMServer
+class _Loop:
+    """One starting point's loop, advanced one measurement at a time (so that several loops can share
+    each round of engine starts: :func:`tune_all`)."""
 
-    tokenizer = tokenizer or load_tokenizer()
-    slos = {"ttft_p95_ms": slo.ttft_ms, "tpot_p95_ms": slo.tpot_ms}
+    def __init__(self, start: Start, slo, max_steps: int, log):
+        self.start, self.slo, self.max_steps, self.log = start, slo, max_steps, log
+        self.args, self.kv = tuple(start.extra_args), start.kv_cache_bytes
+        self.cur: dict | None = None
+        self.trace: Trace | None = None
+        self.tried: set = set()
+        self.pending = None            # the change being measured: (i, cid, add, remove, new_args, new_kv, metric, d)
+        self.done = False
 
-    def run(args, kv):
-        with VLLMServer(max_model_len=start.max_model_len, kv_cache_gib=kv / GiB, extra_args=list(args),
-                        quiet=True) as srv:
-            return measure(srv, start, tokenizer, slo)
+    def begin(self, m: dict) -> None:
+        """The starting configuration measured."""
+        self.cur = m
+        self.trace = Trace(self.start.name, self.start.title, {"ttft_p95_ms": self.slo.ttft_ms,
+                                                                "tpot_p95_ms": self.slo.tpot_ms}, dict(m))
+        q = tail_name(m["n"])
+        self.log(f"[{self.start.name}] start {' '.join(self.args) or '(defaults)'}, KV {self.kv:,} B: TTFT {q} "
+                 f"{m['ttft_p95_ms']:.0f} ms, TPOT {q} {m['tpot_p95_ms']:.0f} ms (n={m['n']}), "
+                 f"preemptions {m['preemptions']}")
 
-    args, kv = tuple(start.extra_args), start.kv_cache_bytes
-    cur = run(args, kv)
-    trace = Trace(start.name, start.title, {"ttft_p95_ms": slo.ttft_ms, "tpot_p95_ms": slo.tpot_ms}, dict(cur))
-    q = tail_name(cur["n"])
-    log(f"[{start.name}] start {' '.join(args) or '(defaults)'}, KV {kv:,} B: TTFT {q} {cur['ttft_p95_ms']:.0f} ms, "
-        f"TPOT {q} {cur['tpot_p95_ms']:.0f} ms (n={cur['n']}), preemptions {cur['preemptions']}")
-    tried: set = set()
-    for i in range(1, max_steps + 1):
-        if _score(cur, slo) <= 1:
-            break
+    def propose(self) -> tuple | None:
+        """The next configuration to measure (args, kv bytes), or None when this loop is over."""
+        from inferopt.diagnosis.decision import diagnose
+
+        i = len(self.trace.steps) + 1
+        if self.done or i > self.max_steps or _score(self.cur, self.slo) <= 1:
+            self.done = True
+            return None
+        cur, args, kv = self.cur, self.args, self.kv
         metrics = {k: cur[k] for k in ("ttft_p95_ms", "tpot_p95_ms", "preemptions", "queue_len", "kv_cache_usage",
                                        "prefix_cache_hit_rate") if k in cur}
-        d = diagnose(metrics, slos, start.workload, techniques_on(args), _deployment(start, args, kv))
-        cands = [c for c in _candidates(d) if (c[0], tuple(c[1]), tuple(c[2])) not in tried]
+        slos = {"ttft_p95_ms": self.slo.ttft_ms, "tpot_p95_ms": self.slo.tpot_ms}
+        d = diagnose(metrics, slos, self.start.workload, techniques_on(args), _deployment(self.start, args, kv))
+        cands = [c for c in _candidates(d) if (c[0], tuple(c[1]), tuple(c[2])) not in self.tried]
         if not cands:
-            trace.verdict = (f"stopped: the SLOs fail (branch {d.branch}) and the decision engine has no change left "
-                             f"to try ({d.next_step})")
-            break
+            self.trace.verdict = (f"stopped: the SLOs fail (branch {d.branch}) and the decision engine has no change "
+                                  f"left to try ({d.next_step})")
+            self.done = True
+            return None
         cid, add, remove = cands[0]
-        tried.add((cid, tuple(add), tuple(remove)))
+        self.tried.add((cid, tuple(add), tuple(remove)))
         new_args, new_kv = apply_change(args, kv, add, remove)
         metric = d.worst_metric if d.worst_metric in ("ttft_p95_ms", "tpot_p95_ms") else "ttft_p95_ms"
-        after = run(new_args, new_kv)
+        self.pending = (i, cid, add, remove, new_args, new_kv, metric, d.branch)
+        return new_args, new_kv
+
+    def record(self, after: dict) -> None:
+        """The proposed change measured: kept if the worse of TTFT/TPOT over its SLO improved, else reverted."""
+        i, cid, add, remove, new_args, new_kv, metric, branch = self.pending
+        cur, slo = self.cur, self.slo
         kept = _score(after, slo) < _score(cur, slo)
         change = " ".join(add) + (f" (remove {' '.join(remove)})" if remove else "")
-        trace.steps.append(Step(i, f"{cid}: {change}", add, remove, metric, cur[metric], after[metric],
-                                round(_score(cur, slo), 3), round(_score(after, slo), 3), kept, cur["n"], after["n"],
-                                d.branch))
-        log(f"[{start.name}] step {i}: {cid} {change}: {metric_name(metric, after['n'])} {cur[metric]:.0f} -> "
-            f"{after[metric]:.0f} ms "
-            f"(n={after['n']}), {'kept' if kept else 'reverted (worse)'}")
+        self.trace.steps.append(Step(i, f"{cid}: {change}", add, remove, metric, cur[metric], after[metric],
+                                     round(_score(cur, slo), 3), round(_score(after, slo), 3), kept, cur["n"],
+                                     after["n"], branch))
+        self.log(f"[{self.start.name}] step {i}: {cid} {change}: {metric_name(metric, after['n'])} {cur[metric]:.0f} "
+                 f"-> {after[metric]:.0f} ms (n={after['n']}), {'kept' if kept else 'reverted (worse)'}")
         if kept:
-            args, kv, cur = new_args, new_kv, after
-    trace.final, trace.final_args = dict(cur), [*args, "--kv-cache-memory-bytes", str(kv)]
-    trace.met = _score(cur, slo) <= 1
-    if trace.met:
-        trace.verdict = f"SLOs met after {sum(s.kept for s in trace.steps)} kept change(s), {len(trace.steps)} tried"
-    elif not trace.verdict:
-        trace.verdict = f"stopped after {max_steps} steps without meeting the SLOs"
-    log(f"[{start.name}] {trace.verdict}")
-    return trace
+            self.args, self.kv, self.cur = new_args, new_kv, after
+        self.pending = None
+
+    def finish(self) -> Trace:
+        t = self.trace
+        t.final, t.final_args = dict(self.cur), [*self.args, "--kv-cache-memory-bytes", str(self.kv)]
+        t.met = _score(self.cur, self.slo) <= 1
+        if t.met:
+            t.verdict = f"SLOs met after {sum(s.kept for s in t.steps)} kept change(s), {len(t.steps)} tried"
+        elif not t.verdict:
+            t.verdict = f"stopped after {self.max_steps} steps without meeting the SLOs"
+        self.log(f"[{self.start.name}] {t.verdict}")
+        return t
+
+
+def _measure_round(jobs: list, slo, tokenizer) -> list:
+    """Measure each job (a loop and the configuration it asked for): all their engines start together
+    (``start_together``: on two cores two starts take little more than one), then each is measured while the
+    others wait idle (an idle vLLM engine blocks on its queues), and stopped before the next is measured."""
+    from inferopt.planning.memory import GiB
+    from inferopt.serving.engine import VLLMServer
+    from inferopt.serving.managed_process import start_together
+
+    servers = [VLLMServer(max_model_len=loop.start.max_model_len, kv_cache_gib=kv / GiB, extra_args=list(args),
+                          quiet=True, engines=len(jobs)) for loop, (args, kv) in jobs]
+    start_together(*servers)
+    out = []
+    try:
+        for srv, (loop, _) in zip(servers, jobs, strict=True):
+            with srv:
+                out.append(measure(srv, loop.start, tokenizer, slo))
+    finally:
+        for srv in servers:
+            srv.stop()
+    return out
+
+
+def tune_all(starts_: list, slo, tokenizer=None, *, max_steps: int = MAX_STEPS, log=print) -> list:
+    """The loop for several starting points in lockstep: each round starts the engines every loop needs next
+    together and measures them one after the other. Each loop's decisions are exactly :func:`tune`'s: a
+    loop reads only its own measurements; the rounds only share the engines' start-up time."""
+    from inferopt.bench.workload import load_tokenizer
+
+    tokenizer = tokenizer or load_tokenizer()
+    loops = [_Loop(s, slo, max_steps, log) for s in starts_]
+    for loop, m in zip(loops, _measure_round([(lp, (lp.args, lp.kv)) for lp in loops], slo, tokenizer),
+                       strict=True):
+        loop.begin(m)
+    while True:
+        jobs = [(lp, cfg) for lp in loops if (cfg := lp.propose()) is not None]
+        if not jobs:
+            break
+        for (loop, _), m in zip(jobs, _measure_round(jobs, slo, tokenizer), strict=True):
+            loop.record(m)
+    return [lp.finish() for lp in loops]
+
+
+def tune(start: Start, slo, tokenizer=None, *, max_steps: int = MAX_STEPS, log=print) -> Trace:
+    """The loop for one starting point (engines started and stopped here)."""
+    return tune_all([start], slo, tokenizer, max_steps=max_steps, log=log)[0]
 
 
 def predicted_step(start: Start, slo, predict_metrics) -> dict:
@@ -336,7 +405,7 @@ def run_all(names=("prefix_off", "kv_small"), *, max_steps: int = MAX_STEPS, log
         raise CourseError(f"unknown starting point(s) {unknown}; choose from {', '.join(table)}")
     tok = load_tokenizer()
     cal, slo = calibrate_slo(tok, log)
-    traces = [tune(table[n], slo, tok, max_steps=max_steps, log=log) for n in names]
+    traces = tune_all([table[n] for n in names], slo, tok, max_steps=max_steps, log=log)
     return {"calibration": asdict(cal), "slo": {"ttft_p95_ms": slo.ttft_ms, "tpot_p95_ms": slo.tpot_ms},
             "traces": [t.to_dict() for t in traces]}
 

@@ -85,7 +85,8 @@ _FIELD = re.compile(r"\{(\w+)\}")
 @lru_cache(maxsize=4)
 def _templates(language: str) -> list[tuple[re.Pattern, re.Pattern, str]]:
     """(whole-message pattern, fragment pattern, translation) per catalog entry with placeholders, longest first.
-    A placeholder matches any text; in a fragment, one at either end matches a word (``Task {n}``)."""
+    A placeholder matches any text (``{n}``: a number or a word); in a fragment, one at either end matches a word
+    (``Task {n}``)."""
     out = []
     for msgid, msgstr in catalog(language).items():
         parts = _FIELD.split(msgid)          # literal, name, literal, name, ...
@@ -104,7 +105,8 @@ def _templates(language: str) -> list[tuple[re.Pattern, re.Pattern, str]]:
             else:
                 seen.add(part)
                 edge = i == 1 and parts[0] == "" or i == len(parts) - 2 and parts[-1] == ""
-                whole += f"(?P<{part}>.+?)"
+                # {n} is a number (36,352) or a word (``Task {n}``): never the rest of a message it begins
+                whole += f"(?P<{part}>[\\w.,+-]+)" if part == "n" else f"(?P<{part}>.+?)"
                 frag += f"(?P<{part}>[\\w.]+)" if edge else f"(?P<{part}>.+?)"
         out.append((len(literal), re.compile(whole, re.S), re.compile(frag, re.S), msgstr))
     out.sort(key=lambda t: -t[0])
@@ -127,15 +129,36 @@ def localize(message: str, _depth: int = 0) -> str:
 
     for whole, _frag, msgstr in templates:
         m = whole.fullmatch(message)
-        if m:
+        if m and all(_balanced(v) for v in m.groupdict().values()):
             return fill(m, msgstr)
     out = message
     for _whole, frag, msgstr in templates:
         out = frag.sub(lambda m, s=msgstr: fill(m, s), out)
-    for english, chinese in table.items():   # plain phrases inside the message
-        if "{" not in english and len(english) > 12 and english in out:
+    for english, chinese in _plain(lang):   # plain phrases inside the message, longest first
+        if english in out:
             out = out.replace(english, chinese)
     return out
+
+
+def _balanced(text: str) -> bool:
+    """No bracket closed that the text did not open: a placeholder never takes the end of a parenthesis (a
+    template that begins and ends with one would otherwise match any message holding its words). An open one
+    may stay open: a reason cut at 120 characters."""
+    depth = []
+    for ch in text:
+        if ch in "([":
+            depth.append(ch)
+        elif ch in ")]" and (not depth or depth.pop() != "([)]"[")]".index(ch)]):
+            return False
+    return True
+
+
+@lru_cache(maxsize=4)
+def _plain(language: str) -> list[tuple[str, str]]:
+    """The catalog's phrases without placeholders (over 12 characters), longest first: a phrase inside a longer
+    one (``runtime memory`` in ``estimated runtime memory``) never replaces part of it."""
+    return sorted(((e, z) for e, z in catalog(language).items() if "{" not in e and len(e) > 12),
+                  key=lambda kv: -len(kv[0]))
 
 
 errors.OneLine.localize = staticmethod(localize)

@@ -10,7 +10,7 @@ import functools
 import math
 from fractions import Fraction
 
-DROP = {"--tensor-parallel-size", "--gpu-memory-utilization", "--port", "--kv-cache-dtype"}
+DROP = {"--tensor-parallel-size", "--gpu-memory-utilization", "--port", "--kv-cache-dtype", "--dtype"}
 SCALE = {"--max-num-batched-tokens": "2048", "--max-num-seqs": "16"}
 
 
@@ -195,8 +195,20 @@ def ref_impossible(table, output_tokens, tolerance):
                    / row["concurrency"] - 1) > tolerance]
 
 
-def ref_best_qps(table, ttft_slo, tpot_slo):
-    inside = [row["qps"] for row in table if row["ttft_p95_ms"] < ttft_slo and row["tpot_p95_ms"] < tpot_slo]
+def ref_min_requests(level, q=95):
+    """The smallest n with 1 - (q/100)^n >= level, in exact arithmetic (the slowest of n bounds the P_q)."""
+    p, miss, n = Fraction(q) / 100, 1 - Fraction(level).limit_denominator(10**6), 1
+    while p**n > miss:
+        n += 1
+    return n
+
+
+def ref_best_qps(table, ttft_slo, tpot_slo, level=0.9, *, enough=None, strict_n=False):
+    """The best qps inside both SLOs among the rows with enough requests; ``enough`` / ``strict_n`` give the
+    usual mistakes (another bound, ``>`` for ``>=``; ``enough=0``: n ignored), for the hints."""
+    need_n = ref_min_requests(level) if enough is None else enough
+    inside = [row["qps"] for row in table if (row["requests"] > need_n if strict_n else row["requests"] >= need_n)
+              and row["ttft_p95_ms"] < ttft_slo and row["tpot_p95_ms"] < tpot_slo]
     return max(inside) if inside else None
 
 

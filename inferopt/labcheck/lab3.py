@@ -34,6 +34,7 @@ def random_flags(r):
     pool = [("--tensor-parallel-size", str(r.choice([2, 4, 8]))),
             ("--gpu-memory-utilization", r.choice(["0.85", "0.9", "0.92", "0.95"])),
             ("--port", str(r.randint(8000, 9999))), ("--kv-cache-dtype", "fp8"),
+            ("--dtype", r.choice(["bfloat16", "float16"])),
             ("--enable-prefix-caching", None), ("--enable-chunked-prefill", None),
             ("--max-num-batched-tokens", str(r.choice([4096, 8192, 16384]))),
             ("--max-num-seqs", str(r.choice([64, 128, 256, 512]))), ("--max-model-len", str(r.choice([4096, 8192]))),

@@ -180,35 +180,148 @@ def task2(ns: dict, n_cases: int = 300, seed=None) -> None:
            "and you trust the table that obeys Little's law")
 
 
+# Task 3 runs without the course's order-statistic tools too: min_requests is the learner's to derive
+STATS_FORBIDDEN = [("inferopt.bench.stats", f) for f in ("min_samples_for_upper_bound", "upper_rank", "lower_rank",
+                                                         "binom_cdf", "percentile_bounds", "slo_verdict",
+                                                         "slo_verdict_counts")]
+SIZING_FORBIDDEN = FORBIDDEN + STATS_FORBIDDEN
+LEVELS = (0.8, 0.85, 0.9, 0.95, 0.975, 0.99)   # none puts log(1 - level) / log(q / 100) on a whole number
+QS = (90, 95, 99)
+COURSE_LEVEL = 0.9
+PRINT_FLOOR = 20   # the course's floor for printing a percentile (bench.stats.MIN_PERCENTILE_SAMPLES), not a bound
+
+HINT_N_IGNORED = ("a row whose P95 rests on fewer than min_requests(level) requests cannot show that the SLO holds at "
+                  "that confidence, however low its P95: skip the rows with too few `requests`")
+HINT_N_STRICT = ("off by one in the comparison: a row with exactly min_requests(level) requests is enough (its slowest "
+                 "request is then an upper bound of the P95 at that confidence); keep the rows with requests >= "
+                 "min_requests(level)")
+HINT_N_LEVEL = "use the level you are given: min_requests(level), not the course's default confidence"
+HINT_PRINT_FLOOR = ("20 requests is the course's floor for printing a percentile, not for an SLO verdict: all n requests "
+                    "fall below the true P_q with probability (q/100)^n, so the slowest bounds it only with confidence "
+                    "1 - (q/100)^n")
+HINT_BOUND = ("the slowest of n requests lies below the true P_q only when all n do, with probability (q/100)^n: "
+              "min_requests is the smallest n with 1 - (q/100)^n >= level")
+HINT_BOUND_OFF = ("off by one in the bound: min_requests is the smallest whole n with 1 - (q/100)^n >= level; at that n "
+                  "the confidence is reached and one fewer falls short (the solution of (q/100)^n = 1 - level, rounded up "
+                  "once)")
+HINT_BOUND_Q = "follow the percentile you are given: (q/100)^n, not a fixed 0.95^n"
+
+
+def min_requests_hint(got, level: float, q: float) -> str:
+    """The hint for a wrong min_requests(level, q); never the right number."""
+    want = _ref.ref_min_requests(level, q)
+    if got == PRINT_FLOOR:
+        return HINT_PRINT_FLOOR
+    if got in (want - 1, want + 1):
+        return HINT_BOUND_OFF
+    if level != COURSE_LEVEL and got == _ref.ref_min_requests(COURSE_LEVEL, q):
+        return "min_requests must follow the level it is given: a higher confidence needs more requests"
+    if q != 95 and got == _ref.ref_min_requests(level, 95):
+        return HINT_BOUND_Q
+    return HINT_BOUND
+
+
+DIAGNOSTIC_LEVEL = 0.95   # a level whose bound lies above the default level's, so each mistake picks its own row
+
+
+def diagnostic_table() -> list:
+    """Rows inside both SLOs (and one outside) whose request counts sit between the bounds the usual mistakes use,
+    so the right rule and each mistake pick a different best row: >= the bound, > the bound, the default level's
+    bound, the print floor, no bound at all, no SLO."""
+    right = _ref.ref_min_requests(DIAGNOSTIC_LEVEL)
+    default = _ref.ref_min_requests(COURSE_LEVEL)
+    counts = [right + 900, right, (default + right) // 2, (PRINT_FLOOR + default) // 2, PRINT_FLOOR // 4, right + 900]
+    qps = (11.5, 23.5, 37.5, 41.5, 53.5, 67.5)   # no round figure: a typed constant matches no mistake
+    return [{"concurrency": 8 * (k + 1), "requests": n, "qps": qps[k], "ttft_mean_ms": 200.0,
+             "tpot_mean_ms": 30.0, "ttft_p95_ms": 300 if k < 5 else 1500, "tpot_p95_ms": 40} for k, n in enumerate(counts)]
+
+
+def best_qps_hint(ns: dict, task: str, best_qps) -> str:
+    """The hint for a wrong best_qps_within_slo: the learner's function runs on the diagnostic table, and the row it
+    picks names the mistake (never the right row's numbers)."""
+    table, ttft_slo, tpot_slo, level = diagnostic_table(), 1000, 80, DIAGNOSTIC_LEVEL
+    with forbid(ns, SIZING_FORBIDDEN), quiet():
+        got = call(task, best_qps, [dict(x) for x in table], ttft_slo, tpot_slo, level)
+    variants = [(_ref.ref_best_qps(table, ttft_slo, tpot_slo, level, enough=0), HINT_N_IGNORED),
+                (_ref.ref_best_qps(table, ttft_slo, tpot_slo, level, strict_n=True), HINT_N_STRICT),
+                (_ref.ref_best_qps(table, ttft_slo, tpot_slo, COURSE_LEVEL), HINT_N_LEVEL),
+                (_ref.ref_best_qps(table, ttft_slo, tpot_slo, level, enough=PRINT_FLOOR), HINT_PRINT_FLOOR),
+                (max(row["qps"] for row in table), "that is the raw peak: take the best QPS among the rows that meet "
+                 "both SLOs on enough requests")]
+    if got != _ref.ref_best_qps(table, ttft_slo, tpot_slo, level):
+        for value, hint in variants:
+            if got == value:
+                return hint
+    return ("a row counts when TTFT P95 < its SLO and TPOT P95 < its SLO (strictly, as the SLO says) and it has at "
+            "least min_requests(level) requests; return that row's qps, or None when no row counts")
+
+
+def sized_table(r, level: float, case: int | None = None):
+    """A table with a `requests` column. The boundary cases (case 0..5) are in every run: the best row inside the
+    SLOs with one request too few (out), with exactly enough (in), with the course's print floor but fewer than the
+    bound, with a count the default level accepts and the given level does not, and on an SLO limit / just under."""
+    need_n = _ref.ref_min_requests(level)
+    table = random_table(r, 150)
+    for row in table:
+        row["requests"] = r.choice([r.randint(1, max(1, need_n - 1)), need_n - 1, need_n, need_n + 1,
+                                    r.randint(need_n, 6000), r.randint(need_n, 6000)])
+    if case is None:
+        return table
+    ttft_slo, tpot_slo = 1000, 80
+    ordered = sorted(table, key=lambda row: row["qps"])
+    for below, row in zip([None, *ordered[:-1]], ordered, strict=True):  # distinct qps: the best row is one row
+        if below is not None and row["qps"] <= below["qps"]:
+            row["qps"] = round(below["qps"] + 0.5, 2)
+    for row in ordered:  # every row inside both SLOs, with plenty of requests
+        row["ttft_p95_ms"], row["tpot_p95_ms"], row["requests"] = ttft_slo // 2, tpot_slo // 2, need_n + r.randint(5, 900)
+    top = ordered[-1]
+    if case == 0:
+        top["requests"] = need_n - 1
+    elif case == 1:
+        top["requests"] = need_n
+    elif case == 2:
+        top["requests"] = r.randint(PRINT_FLOOR, need_n - 1)
+    elif case == 3:
+        top["requests"] = r.randint(_ref.ref_min_requests(COURSE_LEVEL), need_n - 1)
+    elif case == 4:
+        top["ttft_p95_ms"] = ttft_slo
+    else:
+        top["tpot_p95_ms"] = tpot_slo - 1
+    return table
+
+
 @counted
 def task3(ns: dict, n_cases: int = 300, seed=None) -> None:
     task = "Task 3"
-    best_qps, instances_needed = need_callable(ns, task, "best_qps_within_slo", "instances_needed")
+    min_requests, best_qps, instances_needed = need_callable(ns, task, "min_requests", "best_qps_within_slo",
+                                                             "instances_needed")
     per_instance_qps, sizing, table_b = need(ns, task, "per_instance_qps", "sizing", "load_test_b")
     r = rng(seed)
+    for level in LEVELS:  # every level and percentile: the bound, derived
+        for q in QS:
+            with forbid(ns, SIZING_FORBIDDEN), quiet():
+                got = call(task, min_requests, level, q)
+            if got is None or isinstance(got, bool) or not is_real(got):
+                raise not_a_number(task, "what min_requests returns", got)
+            if got != _ref.ref_min_requests(level, q):
+                raise CheckFailed(f"{task}: min_requests(level={level:g}, q={q:g}) is wrong: "
+                                  f"{min_requests_hint(got, level, q)}")
     for i in range(n_cases // 3):
-        table = random_table(r, 150)
-        ttft_slo, tpot_slo = r.choice([300, 500, 1000]), r.choice([30, 50, 80])
-        if r.random() < 0.3:  # a row exactly at the limit does not meet "P95 < SLO"
-            table[0]["ttft_p95_ms"] = ttft_slo
-        if i < 4:  # every run: the best row on a limit (out), the next just under it (in)
-            for row in table:
-                row["ttft_p95_ms"], row["tpot_p95_ms"] = ttft_slo // 2, tpot_slo // 2
-            top = max(range(len(table)), key=lambda k: table[k]["qps"])
-            key, limit = (("ttft_p95_ms", ttft_slo), ("tpot_p95_ms", tpot_slo))[i % 2]
-            table[top][key] = limit if i < 2 else limit - 1
-        want = _ref.ref_best_qps(table, ttft_slo, tpot_slo)
-        with forbid(ns, FORBIDDEN), quiet():
-            got = call(task, best_qps, [dict(x) for x in table], ttft_slo, tpot_slo)
+        level = r.choice(LEVELS)
+        if i < 6:  # every run: the boundary cases, at a level where each mistake shows
+            level = (COURSE_LEVEL, r.choice(LEVELS), 0.95, 0.99, r.choice(LEVELS), r.choice(LEVELS))[i]
+            table, ttft_slo, tpot_slo = sized_table(r, level, i), 1000, 80
+        else:
+            table = sized_table(r, level)
+            ttft_slo, tpot_slo = r.choice([300, 500, 1000]), r.choice([30, 50, 80])
+            if r.random() < 0.3:  # a row exactly at the limit does not meet "P95 < SLO"
+                table[0]["ttft_p95_ms"] = ttft_slo
+        want = _ref.ref_best_qps(table, ttft_slo, tpot_slo, level)
+        with forbid(ns, SIZING_FORBIDDEN), quiet():
+            got = call(task, best_qps, [dict(x) for x in table], ttft_slo, tpot_slo, level)
         if got != want:
-            if got == max(row["qps"] for row in table):
-                hint = "that is the raw peak: take the best QPS among the rows that meet both SLOs"
-            elif want is None:
-                hint = "no row meets both SLOs here: return None"
-            else:
-                hint = ("a row counts when TTFT P95 < its SLO and TPOT P95 < its SLO (strictly, as the SLO says); "
-                        "return that row's qps")
-            raise CheckFailed(f"{task}: best_qps_within_slo is wrong on a table the check made up: {hint}")
+            raise CheckFailed(f"{task}: best_qps_within_slo is wrong on a table the check made up (level {level:g}): "
+                              f"{best_qps_hint(ns, task, best_qps)}")
     for i in range(n_cases):
         per = r.choice([r.randint(5, 80), round(r.uniform(5, 80), 1)])
         # exact multiples too (whole numbers only, so float rounding never decides the answer)
@@ -220,7 +333,7 @@ def task3(ns: dict, n_cases: int = 300, seed=None) -> None:
             continue
         surge, spares, gpi = r.randint(0, 2), r.randint(0, 2), r.choice([1, 2, 4, 8])
         want = _ref.ref_instances(target, per, surge, spares, gpi)
-        with forbid(ns, FORBIDDEN), quiet():
+        with forbid(ns, SIZING_FORBIDDEN), quiet():
             got = call(task, instances_needed, target, per, surge, spares, gpi)
         if tuple(got) != want if isinstance(got, (list, tuple)) else True:
             base = want[0]
@@ -231,22 +344,26 @@ def task3(ns: dict, n_cases: int = 300, seed=None) -> None:
             else:
                 hint = "instances = base + surge + spares; GPUs = instances x GPUs per instance"
             raise CheckFailed(f"{task}: instances_needed({target}, {per}, {surge}, {spares}, {gpi}) is wrong: {hint}")
-    want_qps = _ref.ref_best_qps(table_b, need(ns, task, "TTFT_SLO_MS"), need(ns, task, "TPOT_SLO_MS"))
+    ttft, tpot, level = need(ns, task, "TTFT_SLO_MS", "TPOT_SLO_MS", "LEVEL")
+    want_qps = _ref.ref_best_qps(table_b, ttft, tpot, level)
     if per_instance_qps != want_qps:
-        raise CheckFailed(f"{task}: per_instance_qps should come from best_qps_within_slo on the trusted table")
+        raise CheckFailed(f"{task}: per_instance_qps should come from best_qps_within_slo on the trusted table, at LEVEL")
     if tuple(sizing) != _ref.ref_instances(need(ns, task, "TARGET_QPS"), want_qps, 1, 1, 8):
         raise CheckFailed(f"{task}: sizing should be instances_needed for the target, with one surge instance and N+1")
-    for _ in range(3):  # when graded: both follow another target and other SLOs (typed numbers do not)
+    for _ in range(3):  # when graded: both follow another target, other SLOs and another level (typed numbers do not)
         target, ttft, tpot = r.randint(20, 2000), r.choice([300, 500, 1200, 2000]), r.choice([35, 50, 70, 80])
-        qps = _ref.ref_best_qps(table_b, ttft, tpot)
-        if not follows(ns, task, {"TARGET_QPS": target, "TTFT_SLO_MS": ttft, "TPOT_SLO_MS": tpot},
+        level = r.choice(LEVELS)
+        qps = _ref.ref_best_qps(table_b, ttft, tpot, level)
+        if qps is None:
+            continue
+        if not follows(ns, task, {"TARGET_QPS": target, "TTFT_SLO_MS": ttft, "TPOT_SLO_MS": tpot, "LEVEL": level},
                        ["per_instance_qps", "sizing"],
                        {"per_instance_qps": qps, "sizing": lambda v, t=target, q=qps: isinstance(v, (list, tuple))
                         and tuple(v) == _ref.ref_instances(t, q, 1, 1, 8)},
-                       "compute them with your functions from the trusted table, the SLOs and TARGET_QPS"):
+                       "compute them with your functions from the trusted table, the SLOs, LEVEL and TARGET_QPS"):
             break
-    passed(f"{task} passes: both functions are right on {n_cases + n_cases // 3} cases made up just now, "
-           "and the fleet follows from the trusted table")
+    passed(f"{task} passes: min_requests is right at {len(LEVELS) * len(QS)} levels and percentiles, both sizing "
+           f"functions on {n_cases + n_cases // 3} cases made up just now, and the fleet follows from the trusted table")
 
 
 CANARY_FORBIDDEN = [("inferopt.monitoring.alerts", "gate_passes"), ("inferopt.serving.canary", "rollout")]

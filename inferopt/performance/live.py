@@ -21,7 +21,7 @@ import math
 from inferopt.errors import CourseError
 from inferopt.performance import profiles as P
 from inferopt.performance.calibration import CPU_KV_BYTES, CPU_MAX_MODEL_LEN, CPU_MODEL, session_roof
-from inferopt.performance.predict import Prediction, predict
+from inferopt.performance.predict import LIMITS, Prediction, predict
 from inferopt.planning import platform_defaults
 from inferopt.planning import roofline as R
 
@@ -81,6 +81,88 @@ def tuning_metrics(roof: R.Roof, start, args, kv_cache_bytes: int) -> dict:
     if prefix_on:
         m["prefix_cache_hit_rate"] = hit
     return m
+
+
+# ---------------------------------------------------------------- relations a prediction must satisfy
+# What chapter 2b asserts about the model's own answers before a branch runs: relations that hold for
+# any session's roofs (never a time against a fixed number). Each raises CourseError naming the relation.
+def _limit(what: str, limit: str) -> None:
+    if limit not in LIMITS:
+        raise CourseError(f"{what}: binding limit {limit!r} is not one the model names ({', '.join(LIMITS)})")
+
+
+def check_idle(pred: Prediction, cal, rel: float = 0.05) -> None:
+    """The roofs solved from the idle run give that idle run back (TTFT and TPOT within ``rel``)."""
+    for name, got, want in (("TTFT", pred.ttft_ms, cal.ttft_ms), ("TPOT", pred.tpot_ms, cal.tpot_ms)):
+        if not (math.isfinite(got) and abs(got / want - 1) <= rel):
+            raise CourseError(f"the calibrated model gives idle {name} {got:.4g} ms for a measured {want:.4g} ms: "
+                              f"not within {rel:.0%} of the run it was solved from")
+    _limit("idle", pred.binding_limit)
+
+
+def check_sweep(preds: dict) -> None:
+    """Continuous batching in the model: from each concurrency to the next, throughput rises but by less
+    than the concurrency ratio, and the mean TPOT does not fall."""
+    cs = sorted(preds)
+    if len(cs) < 2:
+        raise CourseError(f"a sweep needs two concurrencies or more, got {cs}")
+    for a, b in zip(cs[:-1], cs[1:], strict=True):
+        pa, pb = preds[a], preds[b]
+        if not pa.throughput_tok_s < pb.throughput_tok_s < pa.throughput_tok_s * b / a:
+            raise CourseError(f"predicted throughput {pa.throughput_tok_s:.4g} -> {pb.throughput_tok_s:.4g} tok/s "
+                              f"from concurrency {a} to {b}: must rise, by less than x{b / a:g}")
+        if pb.tpot_ms < pa.tpot_ms:
+            raise CourseError(f"predicted mean TPOT falls from concurrency {a} to {b} ({pa.tpot_ms:.4g} -> "
+                              f"{pb.tpot_ms:.4g} ms): a step that carries more requests is never shorter")
+    for c in cs:
+        _limit(f"concurrency {c}", preds[c].binding_limit)
+
+
+def check_interference(preds: dict, big: int, small: int, arrive_at_s: float = 2.0) -> bool:
+    """Branch D in the model. Always: a smaller budget does not make the long prompt's own TTFT shorter (every
+    chunk re-reads the weights). Where the model's own scene has the streams still decoding when the long prompt
+    arrives (at ``arrive_at_s``; a fast enough session finishes them first): under the large budget the prefill
+    stalls them (ITL P99 > 3 x P50, as the live cell asserts of the measurement) and the smaller budget lowers
+    their ITL P99. Returns whether the scene overlapped."""
+    b, s = preds[big], preds[small]
+    streams = b["prediction"].requests[:-1]
+    overlap = bool(streams) and min(r["e2e_ms"] for r in streams) > 1000 * arrive_at_s
+    if overlap and not b["itl_p99_ms"] > 3 * b["itl_p50_ms"]:
+        raise CourseError(f"budget {big}: predicted ITL P99 {b['itl_p99_ms']:.4g} ms is not above 3 x its P50 "
+                          f"{b['itl_p50_ms']:.4g} ms: no stall behind the long prefill")
+    if overlap and not s["itl_p99_ms"] < b["itl_p99_ms"]:
+        raise CourseError(f"budget {big} -> {small}: predicted decode ITL P99 {b['itl_p99_ms']:.4g} -> "
+                          f"{s['itl_p99_ms']:.4g} ms: must fall")
+    if s["long_ttft_ms"] < b["long_ttft_ms"]:
+        raise CourseError(f"budget {big} -> {small}: predicted long-prompt TTFT {b['long_ttft_ms']:.4g} -> "
+                          f"{s['long_ttft_ms']:.4g} ms falls: chunking cannot make its prefill shorter in the model")
+    _limit(f"budget {big}", b["binding_limit"])
+    _limit(f"budget {small}", s["binding_limit"])
+    return overlap
+
+
+def check_dry_run(q: dict, branch: str) -> None:
+    """A dry run of the tuning loop (``tuning.predicted_step``): the predicted start misses the SLOs, the
+    decision engine takes ``branch`` and names a change, and the model predicts that change lowers the metric."""
+    name = q.get("start", "?")
+    if q.get("branch") != branch or not q.get("change"):
+        raise CourseError(f"[{name}] dry run: branch {q.get('branch')}, change {q.get('change')}: expected branch "
+                          f"{branch} and a change to try")
+    before, after = q["before"][q["metric"]], q["after"][q["metric"]]
+    if not after < before:
+        raise CourseError(f"[{name}] dry run: {q['change']} predicted {q['metric']} {before:.4g} -> {after:.4g}: "
+                          "the change the loop will try must lower it")
+    _limit(f"[{name}] predicted start", q["before"]["binding_limit"])
+    _limit(f"[{name}] predicted after", q["after"]["binding_limit"])
+
+
+def check_same_change(q: dict, step: dict) -> None:
+    """The live loop's first step (``Trace.to_dict()['steps'][0]``) chose the dry run's change, on its metric."""
+    got = (step.get("branch"), step.get("change"), step.get("metric"))
+    want = (q.get("branch"), q.get("change"), q.get("metric"))
+    if got != want:
+        raise CourseError(f"[{q.get('start', '?')}] the live loop's first step was branch {got[0]}, {got[1]} "
+                          f"({got[2]}); the dry run predicted branch {want[0]}, {want[1]} ({want[2]})")
 
 
 def effect_row(branch: str, change: str, metric: str, pred_before: float, pred_after: float,

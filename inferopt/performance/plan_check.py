@@ -77,7 +77,8 @@ def _cli(inner, args) -> int:
     if not args.json:
         rc = inner(args)
         print()
-        print(check_plan(planner.make_plan(_scenario(args))).line())
+        from inferopt.i18n import localize
+        print(localize(check_plan(planner.make_plan(_scenario(args))).line()))
         return rc
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

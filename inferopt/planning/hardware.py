@@ -205,13 +205,30 @@ def fp8_kv_refusal(gpu) -> str | None:
     return row.get("fp8_refusal") if row.get("fp8") is None else None
 
 
-def model_dtype(gpu) -> str | None:
-    """The 16-bit model dtype vLLM 0.32 runs a bfloat16 checkpoint in on ``gpu``: 'bfloat16' from the table's
-    ``platform.bf16_dtype`` floor on (vLLM's check_if_supports_dtype), 'float16' below it; None for an unknown
-    GPU, the CPU, or a table without that rule. The same rule :func:`inferopt.serving.gpu_flags.for_gpu` reads."""
+def model_dtype(gpu, checkpoint_dtype: str = "bfloat16") -> str | None:
+    """The model dtype vLLM 0.32's ``--dtype auto`` resolves to on ``gpu`` for a checkpoint saved in
+    ``checkpoint_dtype`` (its config.json ``torch_dtype``): :func:`auto_dtype` over the table's ``platform.bf16_dtype``
+    floor. None for an unknown GPU, the CPU, or a table without that rule. The one place the course's GPU commands
+    (the planner's, the engine's through :func:`inferopt.serving.gpu_flags.for_gpu`) take their ``--dtype`` from."""
     cc = capability(gpu)
     ok = None if cc is None or cc == 0.0 else has_bf16(cc)
-    return None if ok is None else ("bfloat16" if ok else "float16")
+    return None if ok is None else auto_dtype(ok, checkpoint_dtype)
+
+
+# the 16-bit names a config.json or --dtype may use for the two dtypes (vllm/config/model.py _STR_DTYPE_TO_TORCH_DTYPE)
+_ALIASES = {"half": "float16", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def auto_dtype(bf16: bool, checkpoint_dtype: str = "bfloat16") -> str:
+    """What ``--dtype auto`` resolves to (vllm/config/model.py: _resolve_auto_dtype) on a CUDA GPU with or without
+    bfloat16: a 16-bit checkpoint keeps its own dtype where the GPU runs it, a float32 one (or one the GPU cannot
+    run) takes the platform's first, bfloat16 where the GPU has it, else float16. Every quantization method the
+    course names (fp8, awq/awq_marlin, gptq, compressed-tensors) accepts both 16-bit activation dtypes
+    (get_supported_act_dtypes; tests/test_vllm_oracle_commands.py checks it against the installed vLLM)."""
+    # CudaPlatformBase.supported_dtypes (platforms/cuda.py) without its last entry: bfloat16 first where the GPU has it
+    supported = ["bfloat16", "float16"] if bf16 else ["float16"]
+    want = _ALIASES.get(str(checkpoint_dtype).lower(), str(checkpoint_dtype).lower())
+    return want if want in supported else supported[0]
 
 
 def has_bf16(cap: float) -> bool | None:

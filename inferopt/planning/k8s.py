@@ -244,6 +244,10 @@ def _matches(selector: dict, labels: dict) -> bool:
     return all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items())
 
 
+# flags whose value must be the plan's: the model dtype and the KV dtype are what the plan's GPU runs
+VALUE_CHECKED = ("--dtype", "--kv-cache-dtype", "--tensor-parallel-size")
+
+
 def plan_check(objs: list[dict], plan) -> None:
     """The manifests against the plan: GPUs per pod, flags, probes, scrape annotations, N+1 PDB, split."""
     cap = plan.capacity
@@ -262,9 +266,15 @@ def plan_check(objs: list[dict], plan) -> None:
                 raise CourseError(f"{name}: {kind} {GPU_RESOURCE} is {got!r}, the plan needs "
                                   f"{cap.gpus_per_instance} GPUs per instance")
         args = c.get("args") or []
-        for flag in plan.command.flags:
+        flags = plan.command.flags
+        for i, flag in enumerate(flags):
             if flag.startswith("--") and flag != "--port" and flag not in args:
                 raise CourseError(f"{name}: the planner's vLLM flag {flag} is missing from the container args")
+            value = flags[i + 1] if flag in VALUE_CHECKED and i + 1 < len(flags) else None
+            j = args.index(flag) if value is not None else -1
+            if value is not None and (j + 1 >= len(args) or args[j + 1] != value):
+                raise CourseError(f"{name}: the container runs {flag} {args[j + 1] if j + 1 < len(args) else '(none)'}"
+                                  f", the plan's command {flag} {value} (its GPU's: inferopt.planning.hardware)")
         for p in ("readinessProbe", "livenessProbe"):
             if (c.get(p) or {}).get("httpGet", {}).get("path") != "/health":
                 raise CourseError(f"{name}: {p} must be an HTTP GET on /health (vLLM's health endpoint)")

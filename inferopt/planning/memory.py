@@ -50,6 +50,7 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
 from inferopt.errors import CourseError
+from inferopt.i18n import localize
 from inferopt.planning import gpu_catalog as _catalog
 from inferopt.planning import pipeline as _pp
 from inferopt.planning import platform_defaults as _PLATFORM
@@ -755,20 +756,29 @@ def _cli(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(r.as_dict(), indent=2, sort_keys=True))
     else:
-        width = max(len(a) for a, _, _ in r.terms())
-        for name, value, how in r.terms():
-            print(f"{name:<{width}}  {value:>18}   {how}")
+        terms = [(name[:len(name) - len(name.lstrip())] + localize(name.strip()), value, localize(how))
+                 for name, value, how in r.terms()]      # the edition's words (English: unchanged)
+        width = max(_cols(a) for a, _, _ in terms)
+        for name, value, how in terms:
+            print(f"{name}{' ' * (width - _cols(name))}  {value:>18}   {how}")
         for w in r.warnings:
-            print(f"warning: {w}")
+            print(localize(f"warning: {w}"))
         if alt is not None:
             label = ("the original chapter's flat 5 GB (its stated assumption)" if args.runtime == "model"
                      else "vLLM 0.32's runtime model (estimated)")
             if alt.will_start:
-                print(f"beside it, {label}: KV budget {alt.result.kv_budget_gib_per_gpu:.2f} GiB per GPU, "
-                      f"{alt.result.kv_cache_tokens:,} tokens ({alt.result.kv_cache_tokens - r.kv_cache_tokens:+,})")
+                print(localize(f"beside it, {label}: KV budget {alt.result.kv_budget_gib_per_gpu:.2f} GiB per GPU, "
+                               f"{alt.result.kv_cache_tokens:,} tokens "
+                               f"({alt.result.kv_cache_tokens - r.kv_cache_tokens:+,})"))
             else:
-                print(f"beside it, {label}: vLLM would not start")
+                print(localize(f"beside it, {label}: vLLM would not start"))
     return 0
+
+
+def _cols(text: str) -> int:
+    """Terminal columns of a text: a Chinese character takes two."""
+    import unicodedata
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 
 # ------------------------------------------------ public start-up logs beside the runtime memory model

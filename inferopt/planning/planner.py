@@ -29,7 +29,7 @@ from pathlib import Path
 from inferopt import assets
 from inferopt.errors import CourseError
 from inferopt.planning import capacity as cap
-from inferopt.planning.memory import GB, GiB, MemoryResult, calculate, kv_bytes_per_request, start_verdict
+from inferopt.planning.memory import GB, GiB, MemoryResult, _cols, calculate, kv_bytes_per_request, start_verdict
 from inferopt.planning.model_specs import load_spec
 
 _pos = {"type": "number", "exclusiveMinimum": 0}
@@ -177,7 +177,8 @@ def _shell(argv: list[str], head: int) -> str:
     return " \\\n    ".join(lines)
 
 
-def launch_command(model: str, *, tensor_parallel_size: int = 1, kv_cache_dtype: str = "auto",
+def launch_command(model: str, *, gpu: str, checkpoint_dtype: str = "bfloat16", tensor_parallel_size: int = 1,
+                   kv_cache_dtype: str = "auto",
                    prefix_caching: bool = True, chunked_prefill: bool = True,
                    max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
                    gpu_memory_utilization: float | None = None, max_model_len: int | None = None,
@@ -185,11 +186,20 @@ def launch_command(model: str, *, tensor_parallel_size: int = 1, kv_cache_dtype:
                    pipeline_parallel_size: int = 1) -> LaunchCommand:
     """Build the vLLM 0.32 launch command for a plan.
 
+    ``gpu``: the GPU the command is for (a catalog name or alias); the command states its ``--dtype``, what vLLM's
+    ``--dtype auto`` resolves to there for a checkpoint saved in ``checkpoint_dtype`` (bfloat16 where the GPU has it,
+    float16 below the hardware table's ``platform.bf16_dtype`` floor: :func:`inferopt.planning.hardware.model_dtype`).
     Prefix caching and chunked prefill are on by default in vLLM 0.32; we still write
     ``--enable-prefix-caching --enable-chunked-prefill`` when asked (harmless, and it documents
     the plan), and ``--no-enable-prefix-caching`` / ``--no-enable-chunked-prefill`` to turn them off.
     """
-    flags: list[str] = []
+    from inferopt.planning import hardware
+
+    dtype = hardware.model_dtype(gpu, checkpoint_dtype)
+    if dtype is None:
+        raise CourseError(f"gpu={gpu!r}: a launch command is for a CUDA GPU of assets/gpus.yaml (T4, L4, A100, "
+                          "H100, ...), whose --dtype the hardware table gives")
+    flags: list[str] = ["--dtype", dtype]
     if tensor_parallel_size != 1:
         flags += ["--tensor-parallel-size", str(tensor_parallel_size)]
     if pipeline_parallel_size != 1:
@@ -332,12 +342,9 @@ def make_plan(scenario="llama3-70b-chat") -> DeploymentPlan:
                      pl["max_num_seqs"], kv_concurrency=mem.max_concurrency_workload)
     # every flag memory was sized on goes into the command (issue 19): without --max-model-len vLLM
     # would start at the model's full context, which the calculator did not check
-    # the model dtype for the plan's GPU: vLLM's --dtype auto already picks bfloat16 where the GPU has it, so the
-    # command states --dtype only below the table's bf16 floor (T4, V100: float16), where --dtype bfloat16 is refused
-    from inferopt.planning import hardware
-    dtype = hardware.model_dtype(req["gpu"])
-    cmd = launch_command(pl["checkpoint"], tensor_parallel_size=pl["tensor_parallel_size"],
-                         extra=["--dtype", dtype] if dtype == "float16" else None,
+    # the model dtype for the plan's GPU (hardware.model_dtype through launch_command): stated in every command
+    cmd = launch_command(pl["checkpoint"], gpu=req["gpu"], checkpoint_dtype=spec.torch_dtype,
+                         tensor_parallel_size=pl["tensor_parallel_size"],
                          pipeline_parallel_size=pp, kv_cache_dtype=pl["kv_cache_dtype"],
                          max_model_len=mem.max_model_len,
                          prefix_caching=pl.get("prefix_caching", True),
@@ -372,7 +379,7 @@ def make_plan(scenario="llama3-70b-chat") -> DeploymentPlan:
     ]
     return DeploymentPlan(scenario=sc, memory=mem, memory_seed_4k=mem4k, seed_check=seed_check, errata=errata,
                           littles_law=ll, command=cmd, capacity=capacity_plan, availability=avail,
-                          canary=canary, decisions=decisions, dtype=dtype)
+                          canary=canary, decisions=decisions, dtype=cmd.flags[cmd.flags.index("--dtype") + 1])
 
 
 # ---------------------------------------------------------------- CLI: python -m inferopt plan
@@ -408,15 +415,18 @@ def _cli(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(plan.summary(), indent=2, sort_keys=True))
         return 0
+    from inferopt.i18n import localize  # the edition's words (English: unchanged); the command stays as it is
+
     for name, value, how in plan.memory.terms():
-        print(f"{name:<32} {value:>18}   {how}")
+        name = name[:len(name) - len(name.lstrip())] + localize(name.strip())
+        print(f"{name}{' ' * max(0, 32 - _cols(name))} {value:>18}   {localize(how)}")
     print()
-    print("\n".join(plan.errata))
+    print("\n".join(localize(x) for x in plan.errata))
     print()
-    print("\n".join(plan.littles_law.working))
+    print("\n".join(localize(x) for x in plan.littles_law.working))
     print()
     print(plan.command.serve_shell)
     if plan.capacity:
         print()
-        print("\n".join(plan.capacity.working))
+        print("\n".join(localize(x) for x in plan.capacity.working))
     return 0

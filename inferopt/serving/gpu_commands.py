@@ -7,6 +7,9 @@
   (``techniques.yaml`` enable/disable flags; the sized actions' flags);
 - :func:`gpu_command` is ``VLLMServer(kind='gpu', **kw).command()`` with a memory share, without the
   ``python -m`` prefix: what vLLM's parser reads; with ``gpu=`` (a catalog GPU) it carries that GPU's dtype;
+- :func:`dtype_problems` names what is wrong with a GPU command's dtypes for its GPU: no ``--dtype``, another than
+  the one vLLM's ``--dtype auto`` resolves to there, ``bfloat16`` on a GPU without it, an FP8 KV cache the GPU
+  cannot hold (the hardware table's rules);
 - :func:`cpu_leaks` names what must never reach a GPU engine: ``--enforce-eager`` (the CPU engine's
   eager mode: CUDA graphs are the GPU's speed), ``--dtype float32`` (the CPU engine's dtype), and
   ``VLLM_CPU_*`` environment variables.
@@ -130,6 +133,24 @@ def cpu_leaks(argv: list[str], env: dict | None = None) -> list[str]:
                 found.append(a)
     found += [k for k in (env or {}) if k.startswith(CPU_ENV_PREFIX)]
     return found
+
+
+def dtype_problems(dtype: str, kv_cache_dtype: str, gpu, auto: str | None = None) -> list[str]:
+    """What is wrong with a GPU launch command's ``--dtype`` / ``--kv-cache-dtype`` (as vLLM's parser read them) on
+    ``gpu`` (a catalog name); empty: nothing. ``auto``: the dtype vLLM's ``--dtype auto`` resolves to for the same
+    command on that GPU (the oracle's answer), which the stated dtype must be."""
+    from inferopt.planning import hardware
+
+    out = []
+    if dtype in (None, "auto"):
+        out.append("no --dtype: the command must state its GPU's model dtype")
+    elif auto is not None and dtype != auto:
+        out.append(f"--dtype {dtype}: vLLM's --dtype auto runs {auto} here")
+    if dtype in ("bfloat16", "bf16") and not hardware.has_bf16(hardware.capability(gpu)):
+        out.append(f"--dtype {dtype} on {gpu}: this GPU has no bfloat16 (the table's bf16_dtype rule)")
+    if str(kv_cache_dtype).startswith("fp8") and not hardware.supports(gpu, "fp8_kv"):
+        out.append(f"--kv-cache-dtype {kv_cache_dtype} on {gpu}: {hardware.fp8_kv_refusal(gpu) or 'no FP8 KV cache'}")
+    return out
 
 
 def vllm_parser():

@@ -60,7 +60,7 @@ class GpuFlags:
     line: str                # the engine's start line says this
 
     def args(self) -> list[str]:
-        return [] if self.dtype == "auto" else ["--dtype", self.dtype]
+        return ["--dtype", self.dtype]
 
 
 def catalog_id(name: str) -> str | None:
@@ -132,16 +132,25 @@ def _rules_for(section: str, flag: str, value: str) -> list[str]:
     return ids
 
 
-def for_gpu(gpu, dtype: str | None = None, extra_args=()) -> GpuFlags:
-    """The dtype for ``gpu`` and a check of the KV dtype / quantization flags in ``extra_args``."""
+def for_gpu(gpu, dtype: str | None = None, extra_args=(), checkpoint_dtype: str = "bfloat16") -> GpuFlags:
+    """The dtype for ``gpu`` and a check of the KV dtype / quantization flags in ``extra_args``.
+    ``checkpoint_dtype``: the model's config.json ``torch_dtype``; without an explicit ``dtype`` the command states
+    what vLLM's ``--dtype auto`` resolves to on this GPU (:func:`inferopt.planning.hardware.auto_dtype`)."""
+    from inferopt.planning import hardware
+
     name, cap, gid = _capability(gpu)
     bf16, src = _bf16(cap, gid)
+    if bf16 is None:
+        raise CourseError(f"gpu={gpu!r}: {src}, so the course cannot say which --dtype it runs; regenerate "
+                          "assets/hardware_rules.yaml (python -m inferopt hardware-table) or name a catalog GPU")
     if dtype in (None, "auto"):
-        if bf16 is None:
-            chosen, why = "auto", f"auto: vLLM picks ({src})"
+        chosen = hardware.auto_dtype(bf16, checkpoint_dtype)
+        if chosen == "bfloat16":
+            why = f"bfloat16: the GPU has it ({src})"
+        elif bf16:
+            why = f"float16: the checkpoint's own dtype, which the GPU runs ({src})"
         else:
-            chosen = "bfloat16" if bf16 else "float16"
-            why = f"bfloat16: the GPU has it ({src})" if bf16 else f"float16: no bfloat16 ({src})"
+            why = f"float16: no bfloat16 ({src})"
     else:
         chosen = {"half": "float16", "bf16": "bfloat16"}.get(dtype, dtype)
         if chosen == "bfloat16" and bf16 is False:

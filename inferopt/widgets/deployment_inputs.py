@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipywidgets as W
 
+from inferopt.i18n import localize, tr
 from inferopt.planning import gpu_catalog
 from inferopt.planning.memory import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
@@ -62,9 +63,12 @@ class DeploymentInputs(W.VBox):
         if not m:
             self.out_w.value = ""
             return
-        start = "vLLM starts" if m["will_start"] else f"vLLM will NOT start: {esc(m['start_reason'])}"
-        rows = "".join(f"<li>{esc(c['text'])} <code>{esc(' '.join(c['flags']))}</code></li>" for c in m["candidates"])
-        self.out_w.value = (f"<p>{start}. Weights {m['weights_gib_per_gpu']} GiB per GPU; dominates: "
-                            f"{m['dominates'] or 'unknown (give prompt/output tokens and concurrency)'}"
-                            + (f"; KV cache {m['kv_cache_tokens']:,} tokens" if m.get("kv_cache_tokens") else "")
+        start = (tr("vLLM starts") if m["will_start"]
+                 else tr("vLLM will NOT start: {reason}", reason=esc(localize(m["start_reason"]))))
+        rows = "".join(f"<li>{esc(localize(c['text']))} <code>{esc(' '.join(c['flags']))}</code></li>"
+                       for c in m["candidates"])
+        dom = tr(m["dominates"]) if m["dominates"] else tr("unknown (give prompt/output tokens and concurrency)")
+        head = tr("{start}. Weights {w} GiB per GPU; dominates: {dom}", start=start, w=m["weights_gib_per_gpu"], dom=dom)
+        self.out_w.value = (f"<p>{head}"
+                            + (tr("; KV cache {n} tokens", n=f"{m['kv_cache_tokens']:,}") if m.get("kv_cache_tokens") else "")
                             + f".</p><ol>{rows}</ol>")

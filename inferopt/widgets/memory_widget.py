@@ -92,7 +92,7 @@ def readout_html(r: MemoryResult) -> str:
     if r.workload_tokens:
         lines.append(tr("at the workload's {tokens} tokens per request: <b>{n}</b> requests at once",
                         tokens=f"{r.workload_tokens:,}", n=f"{r.max_concurrency_workload:.1f}"))
-    lines += [f'<span style="color:#b9770e">warning: {esc(w)}</span>' for w in r.warnings]
+    lines += [f'<span style="color:#b9770e">{esc(tr("warning: {w}", w=localize(w)))}</span>' for w in r.warnings]
     return "<br>".join(lines)
 
 

@@ -27,9 +27,10 @@ def technique_rows(symptom: str | None = None, max_cost: str | None = None) -> l
     rows = []
     for t in knowledge.filter_techniques(symptom, max_cost):
         if t.default_on:
-            flags = "on by default" + (f"; off: {shlex.join(t.disable_flags)}" if t.disable_flags else "")
+            flags = tr("on by default") + (tr("; off: {flags}", flags=shlex.join(t.disable_flags))
+                                           if t.disable_flags else "")
             if t.enable_flags:
-                flags += f"; tune: {shlex.join(t.enable_flags)}"
+                flags += tr("; tune: {flags}", flags=shlex.join(t.enable_flags))
         else:
             flags = shlex.join(t.enable_flags)
         rows.append({"id": t.id, "name": f"{t.name} ({t.name_zh})" if t.name_zh != t.name else t.name,
