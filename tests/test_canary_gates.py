@@ -182,6 +182,23 @@ def test_one_slow_request_of_a_handful_does_not_stop_a_release_two_do():
     assert held.passed is None and "hold until 7" in held.text
 
 
+def test_a_tolerated_blip_lets_one_slow_request_pass_and_never_more():
+    """tolerate=1 (06b's gates): the single request of a 5 % step cannot fail a P95 gate; the breach count still
+    decides every step where it is above one, and without the tolerance one of one fails."""
+    assert breach.breach_verdict("TTFT", 1, 1, 568.7).passed is False                  # the count alone
+    blip = breach.breach_verdict("TTFT", 1, 1, 568.7, tolerate=1)
+    assert blip.passed is True and "more than 1 tolerated" in blip.text
+    assert breach.fail_count(1, tolerate=1) is None and breach.fail_count(1) == 1
+    for n in (4, 6, 7):                                    # the breach count is already 2 there: unchanged
+        assert breach.fail_count(n, tolerate=1) == breach.breach_count(n) == 2
+        assert breach.breach_verdict("TPOT", n, 2, 48.0, tolerate=1).passed is False
+    assert breach.fail_count(2, tolerate=1) == 2 and breach.fail_count(6, tolerate=2) == 3
+    one = FakeProm({"vllm:time_to_first_token_seconds": (1, {"0.348": 0}),
+                    "vllm:request_time_per_output_token_seconds": (1, {"0.048": 1})})
+    assert not all(g["passed"] for g in canary.read_gates(one, SLO, 30, level=0.9, rule="breach"))
+    assert all(g["passed"] for g in canary.read_gates(one, SLO, 30, level=0.9, rule="breach", tolerate=1))
+
+
 def test_breach_functions_reject_wrong_input_in_one_line():
     for bad in ((0, 0), (5, 6), (5, -1), (5.5, 5), (True, 1), (5, "1")):
         with pytest.raises(CourseError):

@@ -68,12 +68,24 @@ def min_requests_to_catch(over_share: float, power: float = 0.9, q: float = 95, 
     raise CourseError(f"min_requests_to_catch: more than {MAX_REQUESTS} requests; ask for a larger over_share")
 
 
+def fail_count(n: int, q: float = 95, level: float = 0.9, tolerate: int = 0) -> int | None:
+    """How many of ``n`` requests over the threshold fail a gate: :func:`breach_count`, and more than
+    ``tolerate`` (None when no count of n can). ``tolerate=1`` is a controller that lets one slow request pass as
+    a blip, as Argo Rollouts' ``failureLimit`` lets failed measurements pass before an analysis fails
+    (AnalysisTemplate spec, argo-rollouts docs "Analysis & Progressive Delivery")."""
+    _count("fail_count", n=n, tolerate=tolerate)
+    c = breach_count(n, q, level)
+    k = None if c is None else max(c, int(tolerate) + 1)
+    return k if k is not None and k <= int(n) else None
+
+
 def breach_verdict(name: str, n: int, n_over: int, limit_ms: float, q: float = 95, *, level: float = 0.9,
-                   min_n: int = 1) -> Verdict:
+                   min_n: int = 1, tolerate: int = 0) -> Verdict:
     """The gate on ``n`` finished requests, ``n_over`` of them over ``limit_ms``: fails at
-    :func:`breach_count` or more over; ``passed`` is None (hold the step) while n < ``min_n``."""
+    :func:`breach_count` or more over, and more than ``tolerate`` (:func:`fail_count`); ``passed`` is None
+    (hold the step) while n < ``min_n``."""
     _check(q, level, "breach_verdict")
-    _count(f"breach_verdict({name!r})", n=n, n_over=n_over, min_n=min_n)
+    _count(f"breach_verdict({name!r})", n=n, n_over=n_over, min_n=min_n, tolerate=tolerate)
     n, n_over, min_n = int(n), int(n_over), int(min_n)
     if n < 1 or not 0 <= n_over <= n or min_n < 1:
         raise CourseError(f"breach_verdict({name!r}): need 1 <= n, 0 <= n_over <= n and min_n >= 1, got n={n}, "
@@ -81,7 +93,7 @@ def breach_verdict(name: str, n: int, n_over: int, limit_ms: float, q: float = 9
     share = f"{n_over} of {n} requests > {limit_ms:g} ms"
     if n < min_n:
         return Verdict(None, "too few requests", f"{name}: {share}; hold until {min_n} have finished")
-    c = breach_count(n, q, level)
+    c = fail_count(n, q, level, tolerate)
     conf = f"{level:.0%}"
     if c is not None and n_over >= c:
         return Verdict(False, "breach count",
@@ -89,6 +101,7 @@ def breach_verdict(name: str, n: int, n_over: int, limit_ms: float, q: float = 9
                        f"shows {c} or more with probability <= {1 - level:.0%}): fails")
     need = min_samples_for_upper_bound(q, level)
     return Verdict(True, "breach count",
-                   f"{name}: {share}, fewer than the {c if c is not None else n + 1} that would show a P{q:g} breach at "
-                   f"{conf} confidence: passes (no breach shown; a P{q:g} <= {limit_ms:g} ms statement at {conf} "
+                   f"{name}: {share}, fewer than the {c if c is not None else n + 1} that would fail the gate (a P{q:g} "
+                   f"breach at {conf} confidence" + (f", more than {int(tolerate)} tolerated" if tolerate else "")
+                   + f"): passes (no breach shown; a P{q:g} <= {limit_ms:g} ms statement at {conf} "
                    f"needs n >= {need})")

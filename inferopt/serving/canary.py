@@ -61,7 +61,7 @@ RULES = ("bound", "breach")    # slo_verdict_counts (evidence of a P95 under the
 
 
 def _percentile_gate(prom, g: dict, selector: str, window_s: int, level: float, rule: str = "bound",
-                     min_n: int = 1, baseline: dict | None = None) -> dict:
+                     min_n: int = 1, baseline: dict | None = None, tolerate: int = 0) -> dict:
     """A P95 gate judged as :func:`inferopt.bench.stats.slo_verdict` judges raw latencies: from the
     requests of the window (``_count``) and those at or below the threshold (the bucket ``le`` = the
     threshold, which must be a bound of the canary's histogram: :func:`alerts.histogram_bucket_args`)."""
@@ -79,7 +79,8 @@ def _percentile_gate(prom, g: dict, selector: str, window_s: int, level: float, 
                           "with alerts.histogram_bucket_args(slo) (vLLM's --custom-histogram-buckets, chapter 06).")
     name = g["gate"].removesuffix(" P95")            # the verdicts add the percentile themselves
     if rule == "breach":
-        v = breach_verdict(name, round(n), round(n) - round(within), thr * 1000, level=level, min_n=min_n)
+        v = breach_verdict(name, round(n), round(n) - round(within), thr * 1000, level=level, min_n=min_n,
+                           tolerate=tolerate)
     else:
         v = slo_verdict_counts(name, round(n), round(within), thr * 1000, level=level)
     return {**row, "n": round(n), "n_within": round(within), "value": round(within) / round(n),
@@ -87,7 +88,8 @@ def _percentile_gate(prom, g: dict, selector: str, window_s: int, level: float, 
 
 
 def read_gates(prom, slo: SLOs, window_s: int, selector: str = SELECTOR, errors: str = "engine",
-               level: float | None = None, rule: str = "bound", min_n: int = 1, baseline: dict | None = None) -> list:
+               level: float | None = None, rule: str = "bound", min_n: int = 1, baseline: dict | None = None,
+               tolerate: int = 0) -> list:
     """Every canary gate evaluated now over the last ``window_s`` seconds: the gate rows of
     :func:`canary_gates` plus ``value`` (None when the query returned no series) and ``passed``.
 
@@ -100,7 +102,8 @@ def read_gates(prom, slo: SLOs, window_s: int, selector: str = SELECTOR, errors:
     read no other way; chapter 06b's canary engines carry bounds at the thresholds and use ``rule="breach"``).
     ``rule="breach"``: each P95 gate is
     :func:`inferopt.bench.breach.breach_verdict` instead (fails when k of the window's n requests over the
-    threshold show a P95 breach at ``level``; not judged, so not passed, below ``min_n`` requests).
+    threshold show a P95 breach at ``level`` and are more than ``tolerate``; not judged, so not passed, below
+    ``min_n`` requests).
     ``baseline``: the counts read when the step began (:func:`percentile_counts`); the P95 gates count the
     requests since then (see :func:`counter_delta`)."""
     if rule not in RULES:
@@ -110,7 +113,7 @@ def read_gates(prom, slo: SLOs, window_s: int, selector: str = SELECTOR, errors:
     rows = []
     for g in canary_gates(slo, selector=selector, window=f"{int(window_s)}s", errors=errors):
         if g.get("metric") and level is not None:
-            rows.append(_percentile_gate(prom, g, selector, window_s, level, rule, min_n, baseline))
+            rows.append(_percentile_gate(prom, g, selector, window_s, level, rule, min_n, baseline, tolerate))
             continue
         value = prom.query_value(g["promql"])
         rows.append({**g, "value": value, "passed": gate_passes(g, value)})
@@ -125,7 +128,7 @@ def canary_requests(prom, window_s: int, selector: str = SELECTOR) -> float:
 
 def rollout(gateway, prom, slo: SLOs, send, weights=(5, 50, 100), selector: str = SELECTOR,
             errors: str = "engine", progress: bool = True, level: float | None = None, rule: str = "bound",
-            hold_for: int | None = None) -> list:
+            hold_for: int | None = None, tolerate: int = 0) -> list:
     """Run the canary through ``weights`` (percent); return the trace, one dict per step:
     {weight, seconds, sent, failed, routed (requests per version at the gateway), canary_requests
     (from Prometheus), gates (see :func:`read_gates`), decision ('promote' | 'done' | 'roll back')}.
@@ -133,7 +136,9 @@ def rollout(gateway, prom, slo: SLOs, send, weights=(5, 50, 100), selector: str 
 
     ``hold_for=N``: each step holds until the canary has finished N requests (nginx logs a request when
     it ends): ``send(weight, enough)`` gets a predicate that turns True then (give it to
-    ``loadgen.run(stop_when=enough)``), and a P95 gate with fewer than N requests does not pass."""
+    ``loadgen.run(stop_when=enough)``), and a P95 gate with fewer than N requests does not pass.
+    ``tolerate=K`` (``rule="breach"``): a P95 gate lets K slow requests of a step pass as blips
+    (:func:`inferopt.bench.breach.fail_count`)."""
     if hold_for is not None and (isinstance(hold_for, bool) or not isinstance(hold_for, int) or hold_for < 1):
         raise CourseError(f"rollout: hold_for={hold_for!r}; give a whole number of canary requests, 1 or more")
     scrape_s = duration_seconds(getattr(prom, "scrape_interval", "1s"))
@@ -154,7 +159,7 @@ def rollout(gateway, prom, slo: SLOs, send, weights=(5, 50, 100), selector: str 
         seconds = time.monotonic() - t0
         window_s = math.ceil(seconds)
         gates = read_gates(prom, slo, window_s, selector=selector, errors=errors, level=level, rule=rule,
-                           min_n=hold_for or 1, baseline=baseline)
+                           min_n=hold_for or 1, baseline=baseline, tolerate=tolerate)
         routed = gateway.requests_per_version() - routed_before
         summary = result.summary()
         ok = all(g["passed"] for g in gates)
