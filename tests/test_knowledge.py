@@ -295,32 +295,13 @@ def test_the_speculative_config_check_refuses_what_vllm_refuses():
 _KEY_IN_PROSE = re.compile(r"(?<![\w/.-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w/]|\.py)")
 
 
-def _speculative_prose_keys(node, where="assets", ids=frozenset()):
-    """Config-key-like names (snake_case, not a path, not one of the course's own ids) in every asset string
-    that speaks of speculative decoding: what a learner would copy into --speculative-config."""
-    if isinstance(node, dict):
-        for k, v in node.items():
-            yield from _speculative_prose_keys(v, f"{where}.{k}", ids)
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            yield from _speculative_prose_keys(v, f"{where}[{i}]", ids)
-    elif isinstance(node, str) and re.search("speculative", node, re.I):
-        yield from ((where, m.group(0)) for m in _KEY_IN_PROSE.finditer(node) if m.group(0) not in ids)
-
-
-def _course_ids(node):
-    """The course's own identifiers (technique ids, fact names, ...): the values of id/fact keys and the items
-    of technique lists, which the prose may name without being config keys."""
-    if isinstance(node, dict):
-        for k, v in node.items():
-            if k in ("id", "fact") and isinstance(v, str):
-                yield v
-            elif k in ("techniques", "all_of", "any_of") and isinstance(v, list):
-                yield from (x for x in v if isinstance(x, str))
-            yield from _course_ids(v)
-    elif isinstance(node, list):
-        for v in node:
-            yield from _course_ids(v)
+def _speculative_prose_keys(texts: dict):
+    """Config-key-like names (snake_case, not a path) in every learner-visible asset string
+    ({text: [where]}, as ``inferopt.i18n.prose.english`` lists them) that speaks of speculative decoding: what a
+    learner would copy into --speculative-config."""
+    for text, where in texts.items():
+        if re.search("speculative", text, re.I):
+            yield from ((where[0], m.group(0)) for m in _KEY_IN_PROSE.finditer(text))
 
 
 def test_speculative_config_keys_named_in_prose_are_keys_vllm_has():
@@ -330,13 +311,12 @@ def test_speculative_config_keys_named_in_prose_are_keys_vllm_has():
 
     from vllm.config.speculative import SpeculativeConfig
 
+    from inferopt.i18n import prose
+
     fields = {f.name for f in dataclasses.fields(SpeculativeConfig)}
-    docs = [(p, load_file(p)) for p in sorted(ASSETS.rglob("*.yaml")) if "schemas" not in p.parts]
-    ids = frozenset(i for _, d in docs for i in _course_ids(d))
-    named = [(f"{p.relative_to(ASSETS)}{w.removeprefix('assets')}", key)
-             for p, d in docs for w, key in _speculative_prose_keys(d, ids=ids)]
+    named = list(_speculative_prose_keys(prose.english()))
     assert any(key == "num_speculative_tokens_per_batch_size" for _, key in named), named   # it reads the advice
     assert not [(w, k) for w, k in named if k not in fields], sorted(fields)
-    old_advice = {"advice": "at high concurrency switch speculative decoding off with disable_by_batch_size: 8 "
-                            "(vllm/config/speculative.py)"}
-    assert [k for _, k in _speculative_prose_keys(old_advice, ids=ids) if k not in fields] == ["disable_by_batch_size"]
+    old_advice = {"at high concurrency switch speculative decoding off with disable_by_batch_size: 8 "
+                  "(vllm/config/speculative.py)": ["pitfalls.yaml pitfalls/1/advice"]}
+    assert [k for _, k in _speculative_prose_keys(old_advice) if k not in fields] == ["disable_by_batch_size"]
