@@ -123,7 +123,7 @@ lab-command:
 test:
 	@echo "== set-up starts $$(date -u +%H:%M:%S)"
 	@$(MAKE) --no-print-directory -j2 setup tools
-	@echo "== set-up done, pytest starts $$(date -u +%H:%M:%S) on: $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $$(nproc) cores"
+	@echo "== set-up done, pytest starts $$(date -u +%H:%M:%S) on: $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $$(nproc) cores, $$(grep -qw avx512f /proc/cpuinfo && echo AVX-512 || echo 'AVX2, no AVX-512')$(if $(INFEROPT_CPU_ISA), (CPU engine limited to $(INFEROPT_CPU_ISA): INFEROPT_CPU_ISA))"
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 ## maintenance

@@ -38,6 +38,7 @@ from pathlib import Path
 from inferopt.errors import CourseError
 from inferopt.paths import servers_dir
 from inferopt.planning import platform_defaults as _PLATFORM
+from inferopt.serving import cpu_isa
 from inferopt.serving import served_model as _served
 from inferopt.serving.engine_facts import (  # noqa: F401 (StartupFacts, parse_startup_log: re-exported)
     EngineFacts,
@@ -386,6 +387,8 @@ class VLLMServer(ManagedProcess):
         env["VLLM_NO_USAGE_STATS"] = "1"
         env["DO_NOT_TRACK"] = "1"
         env.update(self.env)
+        if self.kind == "cpu":
+            env = cpu_isa.engine_env(env)      # INFEROPT_CPU_ISA=avx2: an AVX2-only machine's kernels (cpu_isa.py)
         t0 = time.monotonic()
         self._spawn(self.command(), self.log_path, env=env, cpu_cores=self.cpu_cores)
         self._pidfile = servers_dir() / f"{self.proc.pid}.pid.json"
