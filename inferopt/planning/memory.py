@@ -850,28 +850,52 @@ def startup_log_rows(logs: list[dict] | None = None) -> list[dict]:
     return rows
 
 
+def _pad(text: str, width: int, right: bool = False) -> str:
+    """``text`` padded to ``width`` terminal columns (a Chinese character takes two), left- or right-aligned."""
+    fill = " " * max(0, width - _cols(text))
+    return fill + text if right else text + fill
+
+
+# the table's columns: (header, width in terminal columns, right-aligned); a translated header wider than its column
+# widens it (the English layout is the widths given)
+_LOG_COLUMNS = (("log", 32, False), ("vLLM", 6, True), ("GPU", 14, False), ("util", 5, True), ("max len", 8, True),
+                ("budget", 7, True), ("logged KV", 9, True), ("model KV", 9, True), ("error", 7, True))
+
+
 def startup_log_table(rows: list[dict] | None = None) -> str:
-    """The start-up logs as a plain-text table (log vs calculator vs error), for chapter 05 and the CLI."""
+    """The start-up logs as a plain-text table (log vs calculator vs error), for chapter 05 and the CLI; headers and
+    notes in the edition's language (``inferopt.i18n.tr``), columns aligned by terminal width."""
+    from inferopt.i18n import tr
     rows = startup_log_rows() if rows is None else rows
-    head = (f"{'log':<32} {'vLLM':>6} {'GPU':<14} {'util':>5} {'max len':>8} {'budget':>7} "
-            f"{'logged KV':>9} {'model KV':>9} {'error':>7}  note")
-    out = [head, "-" * len(head)]
+    heads = [tr(h) if h not in ("vLLM", "GPU") else h for h, _w, _r in _LOG_COLUMNS]
+    widths = [max(w, _cols(h)) for h, (_e, w, _r) in zip(heads, _LOG_COLUMNS, strict=True)]
+
+    def line(cells, note):
+        return " ".join(_pad(str(c), w, right) for c, w, (_h, _w, right)
+                        in zip(cells, widths, _LOG_COLUMNS, strict=True)) + "  " + note
+
+    head = line(heads, tr("note"))
+    out = [head, "-" * _cols(head)]
     for r in rows:
         if r["kind"] == "weights":
             err = r["predicted_weights_gib"] - r["logged_weights_gib"]
-            note = (f"weights per GPU: logged {r['logged_weights_gib']:.2f}, model {r['predicted_weights_gib']:.2f} "
-                    f"GiB ({err:+.2f})")
-            out.append(f"{r['id']:<32} {r['vllm_version']:>6} {r['gpu']:<14} {'':>5} {'':>8} {'':>7} "
-                       f"{'':>9} {'':>9} {'':>7}  {note}")
+            note = tr("weights per GPU: logged {logged}, model {model} GiB ({err})", logged=f"{r['logged_weights_gib']:.2f}",
+                      model=f"{r['predicted_weights_gib']:.2f}", err=f"{err:+.2f}")
+            out.append(line([r["id"], r["vllm_version"], r["gpu"], "", "", "", "", "", ""], note))
             continue
         pred = f"{r['predicted_kv_gib']:.2f}" if r["predicted_kv_gib"] is not None else "-"
         err = f"{r['error_gib']:+.2f}" if r["error_gib"] is not None else "-"
-        note = ("outlier: " + r["outlier"].split(":")[0]) if r["outlier"] else (
-            "model not shipped: accounting only" if r["kind"] == "accounting" else "")
-        out.append(f"{r['id']:<32} {r['vllm_version']:>6} {r['gpu']:<14} {r['utilization'] or '':>5} "
-                   f"{r['max_model_len'] or '':>8} {r['token_budget'] or '':>7} {r['logged_kv_gib']:>9.2f} "
-                   f"{pred:>9} {err:>7}  {note}")
+        note = (tr("outlier: {why}", why=tr(r["outlier"].split(":")[0])) if r["outlier"] else (
+            tr("model not shipped: accounting only") if r["kind"] == "accounting" else ""))
+        out.append(line([r["id"], r["vllm_version"], r["gpu"], r["utilization"] or "", r["max_model_len"] or "",
+                          r["token_budget"] or "", f"{r['logged_kv_gib']:.2f}", pred, err], note))
     return "\n".join(out)
+
+
+def _pad(text: str, width: int, right: bool = False) -> str:
+    """``text`` padded to ``width`` terminal columns (a Chinese character takes two), left- or right-aligned."""
+    fill = " " * max(0, width - _cols(text))
+    return fill + text if right else text + fill
 
 
 # ---------------------------------------------------------------- KV budgets in an engine's blocks
