@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "inferopt.serving.engine",        # serve
     "inferopt.serving.footprint",     # engine-footprint
     "inferopt.serving.gpucheck",      # gpu-check
+    "inferopt.serving.isa_cost",      # isa-cost (native against INFEROPT_CPU_ISA=avx2, measured here)
     "inferopt.planning.memory",       # memory
     "inferopt.performance.plan_check",  # plan (the planner's, then the performance model's SLO check)
     "inferopt.planning.capacity",     # capacity

@@ -28,6 +28,8 @@ CASES = [
     ("serve: cache folder unwritable", ["serve"], {"INFEROPT_CACHE": UNWRITABLE}),
     ("engine-footprint: cache folder unwritable", ["engine-footprint"], {"INFEROPT_CACHE": UNWRITABLE}),
     ("engine-footprint: negative KV budget", ["engine-footprint", "--kv-cache-gib", "-1"], {}),
+    ("isa-cost: fewer than three requests", ["isa-cost", "--requests", "2"], {}),
+    ("isa-cost: prompt and output past the engines' 512 tokens", ["isa-cost", "--input-tokens", "500"], {}),
     ("gpu-check: output folder unwritable", ["gpu-check", "--dry-run", "--part", "1", "--out", UNWRITABLE], {}),
     ("gpu-check: part 1 without vLLM's GPU build", ["gpu-check", "--part", "1"], {}),
     ("memory: config.json missing", ["memory", "--model", MISSING + "/config.json"], {}),

@@ -4,7 +4,6 @@ which of vLLM's kernel libraries each has mapped."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
@@ -12,23 +11,7 @@ from inferopt.errors import CourseError
 from inferopt.serving import cpu_isa
 from inferopt.serving.engine import VLLMServer
 
-KERNEL_LIBS = ("_C.abi3.so", "_C_AVX2.abi3.so", "_C_AVX512.abi3.so")
-
-
-def kernel_libs(pgid: int) -> set[str]:
-    """vLLM's kernel libraries mapped by any process of the process group ``pgid`` (an engine's)."""
-    found = set()
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            if os.getpgid(int(proc.name)) != pgid:
-                continue
-            maps = (proc / "maps").read_text()
-        except (OSError, ProcessLookupError):
-            continue
-        found |= {lib for lib in KERNEL_LIBS if f"/vllm/{lib}" in maps}
-    return found
+kernel_libs = cpu_isa.kernel_libs
 
 
 def avx512() -> bool:
@@ -68,3 +51,26 @@ def test_the_limited_engine_runs_vllms_avx2_kernels(monkeypatch, live_server):
         limited = kernel_libs(srv.pid)
         assert srv.chat("Hello", max_tokens=4)
     assert limited == {"_C_AVX2.abi3.so"}, limited
+
+
+def test_an_engines_own_setting_wins(monkeypatch):
+    monkeypatch.setenv(cpu_isa.ENV, "avx2")
+    assert cpu_isa.engine_env({cpu_isa.ENV: "native"}) == {cpu_isa.ENV: "native"}
+    monkeypatch.delenv(cpu_isa.ENV)
+    assert cpu_isa.engine_env({cpu_isa.ENV: "avx2"})["ONEDNN_MAX_CPU_ISA"] == "AVX2"
+
+
+def test_isa_cost_summary():
+    from inferopt.serving import isa_cost
+
+    row = {"kernels": [], "requests": 8}
+    rows = [{**row, "isa": "native", "ready_s": 30, "ttft_ms": 100, "tpot_ms": 20},
+            {**row, "isa": "avx2", "ready_s": 33, "ttft_ms": 160, "tpot_ms": 21},
+            {**row, "isa": "native", "ready_s": 40, "ttft_ms": 120, "tpot_ms": 30},
+            {**row, "isa": "avx2", "ready_s": 44, "ttft_ms": 200, "tpot_ms": 33}]
+    out = isa_cost.summarize(rows)
+    assert out["native"] == {"ready_s": 35, "ttft_ms": 110, "tpot_ms": 25}
+    assert out["ratio"] == {"ready_s": 1.1, "ttft_ms": 1.64, "tpot_ms": 1.08}
+    assert "1.64x" in isa_cost.report(out)
+    with pytest.raises(CourseError, match="no avx2 round"):
+        isa_cost.summarize(rows[::2])

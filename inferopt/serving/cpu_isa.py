@@ -25,9 +25,13 @@ LIMITS = {"avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}}
 HOOK_DIR = Path(__file__).with_name("isa_limit")
 
 
-def limit() -> str | None:
-    """``avx2`` when ``INFEROPT_CPU_ISA`` asks for it, ``None`` for native (unset, empty or ``native``)."""
-    value = os.environ.get(ENV, "").strip().lower()
+KERNEL_LIBS = ("_C.abi3.so", "_C_AVX2.abi3.so", "_C_AVX512.abi3.so")   # vLLM CPU's kernel libraries
+
+
+def limit(value: str | None = None) -> str | None:
+    """``avx2`` when ``value`` (default: ``INFEROPT_CPU_ISA``) asks for it, ``None`` for native (unset, empty or
+    ``native``)."""
+    value = (os.environ.get(ENV, "") if value is None else value).strip().lower()
     if value in ("", "native"):
         return None
     if value not in LIMITS:
@@ -37,10 +41,28 @@ def limit() -> str | None:
 
 
 def engine_env(env: dict) -> dict:
-    """``env`` with the CPU engine limited as ``INFEROPT_CPU_ISA`` says (unchanged for native)."""
-    isa = limit()
+    """``env`` with the CPU engine limited as its ``INFEROPT_CPU_ISA`` says (unchanged for native): an engine's
+    own ``env={"INFEROPT_CPU_ISA": ...}`` wins over the notebook's environment."""
+    isa = limit(env.get(ENV))
     if isa is None:
         return env
     out = {**env, **LIMITS[isa], ENV: isa}
     out["PYTHONPATH"] = os.pathsep.join(p for p in (str(HOOK_DIR), env.get("PYTHONPATH", "")) if p)
     return out
+
+
+def kernel_libs(pgid: int) -> set[str]:
+    """vLLM's kernel libraries mapped by any process of the process group ``pgid`` (an engine's: the API
+    server, its engine core and its worker), read from ``/proc/<pid>/maps``."""
+    found = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(proc.name)) != pgid:
+                continue
+            maps = (proc / "maps").read_text()
+        except (OSError, ProcessLookupError):
+            continue
+        found |= {lib for lib in KERNEL_LIBS if f"/vllm/{lib}" in maps}
+    return found
