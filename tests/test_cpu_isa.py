@@ -60,7 +60,7 @@ def test_an_engines_own_setting_wins(monkeypatch):
     assert cpu_isa.engine_env({cpu_isa.ENV: "avx2"})["ONEDNN_MAX_CPU_ISA"] == "AVX2"
 
 
-def test_isa_cost_summary():
+def test_isa_cost_summary(monkeypatch):
     from inferopt.serving import isa_cost
 
     row = {"kernels": [], "requests": 8}
@@ -71,6 +71,9 @@ def test_isa_cost_summary():
     out = isa_cost.summarize(rows)
     assert out["native"] == {"ready_s": 35, "ttft_ms": 110, "tpot_ms": 25}
     assert out["ratio"] == {"ready_s": 1.1, "ttft_ms": 1.64, "tpot_ms": 1.08}
-    assert "1.64x" in isa_cost.report(out)
+    assert "1.64x" in isa_cost.report(out) and "ready s" in isa_cost.report(out)
+    monkeypatch.setenv("INFEROPT_EDITION", "zh")
+    zh = isa_cost.report(out)
+    assert "就绪" in zh and "ready s" not in zh and "medians" not in zh and "1.64x" in zh
     with pytest.raises(CourseError, match="no avx2 round"):
         isa_cost.summarize(rows[::2])

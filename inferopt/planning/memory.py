@@ -892,12 +892,6 @@ def startup_log_table(rows: list[dict] | None = None) -> str:
     return "\n".join(out)
 
 
-def _pad(text: str, width: int, right: bool = False) -> str:
-    """``text`` padded to ``width`` terminal columns (a Chinese character takes two), left- or right-aligned."""
-    fill = " " * max(0, width - _cols(text))
-    return fill + text if right else text + fill
-
-
 # ---------------------------------------------------------------- KV budgets in an engine's blocks
 def block_bytes(kind: str, model="smollm2-135m-instruct", dtype: str | None = None) -> int:
     """Bytes of one KV block (all layers) of ``model`` on the engine ``kind``, by the memory calculator."""

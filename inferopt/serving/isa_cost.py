@@ -17,6 +17,7 @@ import json
 import statistics
 
 from inferopt.errors import CourseError
+from inferopt.i18n import tr
 from inferopt.serving import cpu_isa
 
 SIDES = ("native", "avx2")
@@ -76,12 +77,13 @@ def measure(*, rounds: int = 1, requests: int = 8, input_tokens: int = 200, outp
     rows = []
     for i in range(rounds):
         for side in SIDES:
-            progress(f"round {i + 1}/{rounds}: {side} engine, {requests} idle requests "
-                     f"({input_tokens} tokens in, {output_tokens} out) ...")
+            progress(tr("round {i}/{rounds}: {side} engine, {requests} idle requests ({inp} tokens in, {out} out) ...",
+                        i=i + 1, rounds=rounds, side=side, requests=requests, inp=input_tokens, out=output_tokens))
             row = measure_side(side, requests=requests, input_tokens=input_tokens, output_tokens=output_tokens,
                                tokenizer=tok)
-            progress(f"  {side}: kernels {', '.join(row['kernels']) or '?'}; ready {row['ready_s']} s, "
-                     f"TTFT P50 {row['ttft_ms']} ms, TPOT P50 {row['tpot_ms']} ms")
+            progress("  " + tr("{side}: kernels {libs}; ready {ready} s, TTFT P50 {ttft} ms, TPOT P50 {tpot} ms",
+                               side=side, libs=", ".join(row["kernels"]) or "?", ready=row["ready_s"],
+                               ttft=row["ttft_ms"], tpot=row["tpot_ms"]))
             rows.append(row)
     out = summarize(rows)
     out["avx512"] = _has_avx512()
@@ -89,13 +91,16 @@ def measure(*, rounds: int = 1, requests: int = 8, input_tokens: int = 200, outp
 
 
 def report(out: dict) -> str:
+    """The medians and ratios as a small table, in the edition's language."""
+    from inferopt.planning.memory import _pad
+
     r = out["ratio"]
-    lines = [f"{'':8}{'ready s':>9}{'TTFT ms':>10}{'TPOT ms':>10}"]
+    lines = [" " * 8 + _pad(tr("ready s"), 9, True) + f"{'TTFT ms':>10}{'TPOT ms':>10}"]
     for side in SIDES:
         s = out[side]
         lines.append(f"{side:8}{s['ready_s']:>9}{s['ttft_ms']:>10}{s['tpot_ms']:>10}")
     lines.append(f"{'avx2/nat':8}{r['ready_s']:>8}x{r['ttft_ms']:>9}x{r['tpot_ms']:>9}x")
-    lines.append("medians of idle requests, one at a time, fresh prompts; the engines ran one after the other")
+    lines.append(tr("medians of idle requests, one at a time, fresh prompts; the engines ran one after the other"))
     return "\n".join(lines)
 
 
@@ -110,8 +115,8 @@ def add_subcommand(sub) -> None:
     def run(a) -> int:
         check_args(a.rounds, a.requests, a.input_tokens, a.output_tokens)
         if not _has_avx512():
-            print("this machine has no AVX-512: its CPU engine already runs vLLM's AVX2 kernels, so there is "
-                  "nothing to compare; run this on an AVX-512 machine")
+            print(tr("this machine has no AVX-512: its CPU engine already runs vLLM's AVX2 kernels, so there is "
+                     "nothing to compare; run this on an AVX-512 machine"))
             return 0
         out = measure(rounds=a.rounds, requests=a.requests, input_tokens=a.input_tokens,
                       output_tokens=a.output_tokens)

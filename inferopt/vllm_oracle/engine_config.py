@@ -15,9 +15,11 @@ names vLLM's checks that need the device (target_platform.NOT_RUN).
 """
 from __future__ import annotations
 
+import atexit
 import json
 import re
 import shlex
+import shutil
 import tempfile
 from functools import cache
 from pathlib import Path
@@ -56,6 +58,7 @@ def model_folder(model: str, overrides: str = "") -> str:
     if overrides:
         cfg.update(json.loads(overrides))
     d = Path(tempfile.mkdtemp(prefix="inferopt-oracle-"))
+    atexit.register(shutil.rmtree, d, True)     # cached for the process, removed when it ends
     (d / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
     return str(d)
 
