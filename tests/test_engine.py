@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -54,6 +55,8 @@ def test_live_engine_answers_serves_metrics_and_leaves_nothing_behind(own_engine
     with srv:
         pgid, port = srv.pid, srv.port
         children = psutil.Process(pgid).children(recursive=True)
+        ipc = srv.ipc_dir          # vLLM's ZeroMQ sockets live in the engine's own folder, not loose in /tmp
+        assert any(p.is_socket() for p in ipc.iterdir()), list(ipc.iterdir())
         assert srv.kv_cache_tokens == 23296  # 1 GiB / (2*30*3*64*4 B) rounded down to 16-token blocks
         assert srv.max_concurrency == 11.38
         f = srv.facts        # read from the engine's /metrics, /v1/models and log (serving/engine_facts.py)
@@ -75,6 +78,26 @@ def test_live_engine_answers_serves_metrics_and_leaves_nothing_behind(own_engine
     assert not any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in children)
     assert port_is_free(port), f"port {port} still taken after stop()"
     assert not (servers_dir() / f"{pgid}.pid.json").exists()
+    assert not ipc.exists(), f"the engine's socket folder {ipc} outlived stop()"
+
+
+def test_a_crashed_engines_socket_folder_goes_with_the_next_sweep(tmp_path):
+    import tempfile
+
+    from inferopt.serving.engine import IPC_PREFIX, sweep_stale_servers
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    ours = Path(tempfile.mkdtemp(prefix=IPC_PREFIX))
+    other = tmp_path / "someone-elses"          # a folder the package did not make is never removed
+    other.mkdir()
+    for folder, name in ((ours, "dead-ours"), (other, "dead-other")):
+        (folder / "sock").write_text("")
+        (servers_dir() / f"{name}.pid.json").write_text(json.dumps({"pid": dead.pid, "pgid": dead.pid,
+                                                                    "owner_pid": dead.pid, "ipc_dir": str(folder)}))
+    sweep_stale_servers()
+    assert not ours.exists() and other.exists()
+    assert not list(servers_dir().glob("dead-*.pid.json"))
 
 
 def test_server_killed_mid_request_gives_a_clear_error_and_is_cleaned_up(own_engines):

@@ -30,8 +30,10 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -111,6 +113,15 @@ def _is_our_server(pid: int) -> bool:
     return SERVER_MODULE in cmd
 
 
+IPC_PREFIX = "inferopt-ipc-"      # an engine's folder for vLLM's ZeroMQ sockets (VLLM_RPC_BASE_PATH)
+
+
+def _remove_ipc_dir(path) -> None:
+    """Remove an engine's socket folder (only one this package made: its name starts with IPC_PREFIX)."""
+    if path and Path(path).name.startswith(IPC_PREFIX):
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def sweep_stale_servers(all_: bool = False) -> list[int]:
     """Stop servers this package started whose owner process is gone (or all of them).
 
@@ -125,10 +136,12 @@ def sweep_stale_servers(all_: bool = False) -> list[int]:
             continue
         pid, owner = info.get("pid", -1), info.get("owner_pid", -1)
         if not _alive(pid) or not _is_our_server(pid):
+            _remove_ipc_dir(info.get("ipc_dir"))
             pidfile.unlink(missing_ok=True)
             continue
         if all_ or not _alive(owner):
             _kill_group(info.get("pgid", pid))
+            _remove_ipc_dir(info.get("ipc_dir"))
             stopped.append(pid)
             pidfile.unlink(missing_ok=True)
     return stopped
@@ -241,6 +254,7 @@ class VLLMServer(ManagedProcess):
         self.facts = EngineFacts()   # filled from the running engine by start() (serving/engine_facts.py)
         self.startup_seconds: float | None = None
         self._pidfile: Path | None = None
+        self.ipc_dir: Path | None = None       # vLLM's socket folder while it runs (start())
 
     # ---- properties
     @property
@@ -389,13 +403,18 @@ class VLLMServer(ManagedProcess):
         env.update(self.env)
         if self.kind == "cpu":
             env = cpu_isa.engine_env(env)      # INFEROPT_CPU_ISA=avx2: an AVX2-only machine's kernels (cpu_isa.py)
+        # vLLM's processes talk over ZeroMQ sockets it names ipc://$VLLM_RPC_BASE_PATH/<uuid> (default: /tmp) and
+        # does not remove when its group is killed (vllm/utils/network_utils.py, get_open_zmq_ipc_path): each engine
+        # gets a folder of its own, removed by stop() or, after a crash, by the next start's sweep
+        self.ipc_dir = Path(tempfile.mkdtemp(prefix=IPC_PREFIX))
+        env["VLLM_RPC_BASE_PATH"] = str(self.ipc_dir)
         t0 = time.monotonic()
         self._spawn(self.command(), self.log_path, env=env, cpu_cores=self.cpu_cores)
         self._pidfile = servers_dir() / f"{self.proc.pid}.pid.json"
         tmp = self._pidfile.with_suffix(".tmp")        # written whole, then renamed: a sweep by an engine
         tmp.write_text(json.dumps({"pid": self.proc.pid, "pgid": self.proc.pid,   # starting beside this one
                                    "owner_pid": os.getpid(), "port": self.port,   # never reads half a file
-                                   "log": str(self.log_path)}))
+                                   "log": str(self.log_path), "ipc_dir": str(self.ipc_dir)}))
         tmp.replace(self._pidfile)
         try:
             self._wait_ready(t0)
@@ -476,6 +495,7 @@ class VLLMServer(ManagedProcess):
         if self.proc is None:
             return
         self._terminate()
+        _remove_ipc_dir(self.ipc_dir)
         if self._pidfile:
             self._pidfile.unlink(missing_ok=True)
 
