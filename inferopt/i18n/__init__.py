@@ -79,6 +79,18 @@ def tr(text: str, **values) -> str:
     return out.format(**values) if values else out
 
 
+def columns(text: str) -> int:
+    """Terminal columns of a text: a Chinese character takes two."""
+    import unicodedata
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def pad(text: str, width: int, right: bool = False) -> str:
+    """``text`` padded to ``width`` terminal columns, left- or right-aligned: a table that lines up in either edition."""
+    fill = " " * max(0, width - columns(text))
+    return fill + text if right else text + fill
+
+
 _FIELD = re.compile(r"\{(\w+)\}")
 
 

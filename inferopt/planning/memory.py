@@ -776,9 +776,9 @@ def _cli(args: argparse.Namespace) -> int:
 
 
 def _cols(text: str) -> int:
-    """Terminal columns of a text: a Chinese character takes two."""
-    import unicodedata
-    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+    """Terminal columns of a text: a Chinese character takes two (``inferopt.i18n.columns``)."""
+    from inferopt.i18n import columns
+    return columns(text)
 
 
 # ------------------------------------------------ public start-up logs beside the runtime memory model
@@ -851,9 +851,9 @@ def startup_log_rows(logs: list[dict] | None = None) -> list[dict]:
 
 
 def _pad(text: str, width: int, right: bool = False) -> str:
-    """``text`` padded to ``width`` terminal columns (a Chinese character takes two), left- or right-aligned."""
-    fill = " " * max(0, width - _cols(text))
-    return fill + text if right else text + fill
+    """``text`` padded to ``width`` terminal columns, left- or right-aligned (``inferopt.i18n.pad``)."""
+    from inferopt.i18n import pad
+    return pad(text, width, right)
 
 
 # the table's columns: (header, width in terminal columns, right-aligned); a translated header wider than its column

@@ -17,7 +17,7 @@ import json
 import statistics
 
 from inferopt.errors import CourseError
-from inferopt.i18n import tr
+from inferopt.i18n import pad, tr
 from inferopt.serving import cpu_isa
 
 SIDES = ("native", "avx2")
@@ -92,10 +92,8 @@ def measure(*, rounds: int = 1, requests: int = 8, input_tokens: int = 200, outp
 
 def report(out: dict) -> str:
     """The medians and ratios as a small table, in the edition's language."""
-    from inferopt.planning.memory import _pad
-
     r = out["ratio"]
-    lines = [" " * 8 + _pad(tr("ready s"), 9, True) + f"{'TTFT ms':>10}{'TPOT ms':>10}"]
+    lines = [" " * 8 + pad(tr("ready s"), 9, True) + f"{'TTFT ms':>10}{'TPOT ms':>10}"]
     for side in SIDES:
         s = out[side]
         lines.append(f"{side:8}{s['ready_s']:>9}{s['ttft_ms']:>10}{s['tpot_ms']:>10}")
