@@ -49,6 +49,22 @@ def test_open_loop_rate_and_duration_bound(live_server, tok):
     assert len(short.records) == 1                                  # only the t=0 arrival is sent
 
 
+def test_an_event_sends_after_the_kth_token_of_every_stream(live_server, tok):
+    """AfterTokens: the tagged request goes out after every stream's k-th chunk arrived (each chunk carries one
+    token or more) and while they still decode; a clock time would read the machine's speed instead."""
+    ep = loadgen.Endpoint.from_server(live_server)
+    k, n_out = 6, 24
+    streams = build_requests(Workload(input_tokens=32, output_tokens=n_out, num_requests=2, seed=9), tok, tag="s")
+    late = build_requests(Workload(input_tokens=32, output_tokens=2, num_requests=1, seed=10), tok, tag="late")
+    res = loadgen.run(ep, schedule=[(0.0, r) for r in streams] + [(loadgen.AfterTokens("s", k), late[0])],
+                      progress=False)
+    *dec, last = res.records
+    assert last.tag == "late" and all(r.ok for r in res.records)
+    for r in dec:
+        kth = r.start_s + r.ttft_s + sum(r.itl_s[:k - 1])         # when this stream's k-th chunk came
+        assert kth <= last.start_s < r.start_s + r.e2e_s          # sent after it, while the stream still decodes
+
+
 def test_bad_endpoint_fails_with_the_reason(live_server):
     ep = loadgen.Endpoint(live_server.base_url, "no-such-model")
     with pytest.raises(CourseError, match="warm-up request .* failed: HTTP 404"):

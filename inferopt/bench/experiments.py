@@ -285,22 +285,31 @@ def kv_pressure_run(srv, tokenizer=None, *, concurrency: int = 12, input_tokens:
 # ---------------------------------------------------------------- branch D
 def prefill_interference_run(srv, tokenizer=None, *, streams: int = 4, stream_input_tokens: int = 100,
                              stream_output_tokens: int = 64, long_prompt_tokens: int = 1500,
-                             arrive_at_s: float = 2.0, seed: int = 0, progress: bool = True) -> dict:
-    """``streams`` decode streams start at t=0; one fresh long prompt arrives at ``arrive_at_s``.
+                             arrive_after_tokens: int = 16, seed: int = 0, progress: bool = True) -> dict:
+    """``streams`` decode streams start at t=0; one fresh long prompt is sent once every stream has streamed
+    ``arrive_after_tokens`` tokens (:class:`loadgen.AfterTokens`), so it joins them mid-decode on any machine
+    (a fixed send time, 2 s, found a fast engine's 64-token streams already finished).
 
     Every prompt is new random text, so no run profits from the prefix cache of the one before.
     Returns the _measure dict plus ``decode`` (summary of the streams only: ITL P99 is the stall
-    they felt) and ``long_ttft_ms`` (the long prompt's own TTFT)."""
+    they felt), ``long_ttft_ms`` (the long prompt's own TTFT), ``long_sent_s`` (when it was sent) and
+    ``overlapped`` (every stream was still decoding when the long prompt's first token came)."""
+    if not 1 <= arrive_after_tokens < stream_output_tokens:
+        raise CourseError(f"arrive_after_tokens={arrive_after_tokens}: give 1 to {stream_output_tokens - 1}, so the "
+                          f"long prompt arrives while the {stream_output_tokens}-token streams still decode")
     tokenizer = tokenizer or load_tokenizer()
     dec = build_requests(Workload(input_tokens=stream_input_tokens, output_tokens=stream_output_tokens,
                                   num_requests=streams, seed=seed * 10 + 1), tokenizer, tag="decode")
     long = build_requests(Workload(input_tokens=long_prompt_tokens, output_tokens=8, num_requests=1,
                                    seed=seed * 10 + 2), tokenizer, tag="long")
-    schedule = [(0.0, r) for r in dec] + [(arrive_at_s, long[0])]
+    schedule = [(0.0, r) for r in dec] + [(loadgen.AfterTokens("decode", arrive_after_tokens), long[0])]
     out = _measure(srv, {"schedule": schedule, "progress": progress, "desc": "decode streams + long prompt"})
     recs = out["records"]
     out["decode"] = summarize([r for r in recs if r.tag == "decode"])
-    out["long_ttft_ms"] = next(r.ttft_s * 1000 for r in recs if r.tag == "long" and r.ok)
+    lr = next(r for r in recs if r.tag == "long" and r.ok)
+    out["long_ttft_ms"] = lr.ttft_s * 1000
+    out["long_sent_s"] = lr.start_s
+    out["overlapped"] = all(r.start_s + r.e2e_s > lr.start_s + lr.ttft_s for r in recs if r.tag == "decode" and r.ok)
     return out
 
 

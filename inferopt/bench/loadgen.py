@@ -6,7 +6,9 @@ Two ways to offer load:
   ``vllm bench serve --max-concurrency`` with an infinite rate);
 - open loop (``rate=R`` req/s): requests are sent at Poisson arrival times whatever the server's
   state (``vllm bench serve --request-rate``); ``concurrency`` then caps requests in flight.
-  ``schedule=[(t_s, spec), ...]`` sends given requests at given times (the branch-D experiment).
+  ``schedule=[(t_s, spec), ...]`` sends given requests at given times; a time can also be an
+  :class:`AfterTokens` event, "once every request tagged T has streamed k tokens" (the branch-D
+  experiment: a long prompt that joins streams while they decode, on a fast machine or a slow one).
 
 Every request streams (``stream=True`` with usage in the last chunk) and asks for
 ``ignore_eos`` so the output has exactly ``max_tokens`` tokens. Warm-up requests are sent first
@@ -76,6 +78,24 @@ class Endpoint:
         return body
 
 
+@dataclass(frozen=True)
+class AfterTokens:
+    """A send time given as an event: once every request sent at a clock time and tagged ``tag`` has
+    streamed ``tokens`` tokens (or ended). Where a clock time would read the machine's speed (a fast engine ends
+    short streams before a fixed 2 s), this arrives at the same point of the streams on any machine."""
+    tag: str
+    tokens: int
+
+    def __post_init__(self):
+        if not isinstance(self.tokens, int) or self.tokens < 1:
+            raise CourseError(f"AfterTokens(tokens={self.tokens!r}): give a whole number of tokens, 1 or more")
+
+
+def _order(at) -> tuple:
+    """Sort key of a schedule entry: clock times first, in order, then the events."""
+    return (1, 0.0) if isinstance(at, AfterTokens) else (0, float(at))
+
+
 @dataclass
 class RunResult:
     """Records of one run plus its wall time (first send → last completion) and client CPU."""
@@ -94,7 +114,7 @@ class RunResult:
         return s
 
 
-async def _send(session, ep: Endpoint, spec: RequestSpec, rid: int, t0: float) -> RequestRecord:
+async def _send(session, ep: Endpoint, spec: RequestSpec, rid: int, t0: float, on_chunk=None) -> RequestRecord:
     import aiohttp
 
     rec = RequestRecord(request_id=rid, prompt_tokens=spec.prompt_tokens, output_tokens=0, tag=spec.tag)
@@ -129,6 +149,8 @@ async def _send(session, ep: Endpoint, spec: RequestSpec, rid: int, t0: float) -
                             rec.itl_s.append(now - last)
                         last = now
                         chunks += 1
+                        if on_chunk is not None:
+                            on_chunk(rid, chunks)
                     if msg.get("usage"):
                         usage = msg["usage"]
                         rec.output_tokens = usage.get("completion_tokens") or rec.output_tokens
@@ -241,21 +263,44 @@ async def _run_async(ep, requests, concurrency, rate, schedule, warmup, duration
                     schedule.append((t, spec))
                     t += rng.expovariate(rate)
             sem = asyncio.Semaphore(concurrency) if concurrency else None
+            sent = [i for i, (at, _) in enumerate(schedule)
+                    if duration_s is None or isinstance(at, AfterTokens) or at < duration_s]
+            events = {at for at, _ in schedule if isinstance(at, AfterTokens)}
+            streamed = {i: 0 for i in sent if not isinstance(schedule[i][0], AfterTokens)}
+            ended: set = set()
+            waits = {ev: asyncio.Event() for ev in events}
+
+            def check_events():
+                for ev, flag in waits.items():
+                    mine = [i for i in streamed if schedule[i][1].tag == ev.tag]
+                    if not flag.is_set() and all(i in ended or streamed[i] >= ev.tokens for i in mine):
+                        flag.set()
+
+            def on_chunk(rid, n):
+                if rid in streamed:
+                    streamed[rid] = n
+                    check_events()
 
             async def fire(rid, at, spec):
-                delay = at - (time.perf_counter() - t0)
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                if stop_when is not None and stop_when():
-                    return
-                if sem is None:
-                    done(await _send(session, ep, spec, rid, t0))
+                if isinstance(at, AfterTokens):
+                    await waits[at].wait()
                 else:
-                    async with sem:
-                        done(await _send(session, ep, spec, rid, t0))
+                    delay = at - (time.perf_counter() - t0)
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                try:
+                    if stop_when is not None and stop_when():
+                        return
+                    if sem is None:
+                        done(await _send(session, ep, spec, rid, t0, on_chunk))
+                    else:
+                        async with sem:
+                            done(await _send(session, ep, spec, rid, t0, on_chunk))
+                finally:
+                    ended.add(rid)
+                    check_events()
 
-            tasks = [fire(i, at, spec) for i, (at, spec) in enumerate(schedule)
-                     if duration_s is None or at < duration_s]
+            tasks = [fire(i, *schedule[i]) for i in sent]
             await asyncio.gather(*tasks)
         duration = time.perf_counter() - t0
         cpu = time.process_time() - cpu0
@@ -282,7 +327,8 @@ def run(endpoint: Endpoint, requests=None, *, concurrency: int | None = None, ra
     """Send ``requests`` (list of RequestSpec) to ``endpoint`` and return their records.
 
     Give ``concurrency`` (closed loop), or ``rate`` in requests/s (open loop, Poisson arrivals,
-    ``concurrency`` then caps requests in flight), or ``schedule=[(send_at_s, RequestSpec), ...]``.
+    ``concurrency`` then caps requests in flight), or ``schedule=[(send_at_s, RequestSpec), ...]``
+    (``send_at_s`` a time in seconds from the start, or an :class:`AfterTokens` event).
     ``stop_when``: a function of no arguments, asked before each request is sent; once it returns
     True no further request is sent (those under way finish and are recorded).
     ``labels`` (e.g. concurrency=4) are copied into the summary."""
@@ -298,7 +344,12 @@ def run(endpoint: Endpoint, requests=None, *, concurrency: int | None = None, ra
         if max_requests is not None:
             requests = list(requests)[:max_requests]
     else:
-        schedule = sorted(schedule, key=lambda p: p[0])
+        schedule = sorted(schedule, key=lambda p: _order(p[0]))
+        for at, _ in schedule:
+            if isinstance(at, AfterTokens) and not any(spec.tag == at.tag for t, spec in schedule
+                                                       if not isinstance(t, AfterTokens)):
+                raise CourseError(f"{at}: no request sent at a clock time has the tag {at.tag!r}; tag the "
+                                  "requests it waits for (build_requests(..., tag=...))")
     result = _run_coro(lambda: _run_async(endpoint, list(requests or []), concurrency, rate, schedule, warmup,
                                           duration_s, on_record, progress, seed, desc, stop_when))
     result.labels = {k: v for k, v in {"concurrency": concurrency, "rate": rate, **labels}.items() if v is not None}

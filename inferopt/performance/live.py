@@ -48,15 +48,24 @@ def sweep(roof: R.Roof, concurrencies, *, input_tokens: int, output_tokens: int,
 
 def interference(roof: R.Roof, *, budget: int, streams: int = 4, stream_input_tokens: int = 100,
                  stream_output_tokens: int = 64, long_prompt_tokens: int = 1500, long_output_tokens: int = 8,
-                 arrive_at_s: float = 2.0) -> dict:
+                 arrive_after_tokens: int = 16) -> dict:
     """Branch D's scene (``prefill_interference_run``): ``streams`` decode streams from t=0, one long prompt
-    at ``arrive_at_s``, under the token budget ``budget``. The ITL percentiles are over every decoding
-    request's gaps (the long request's few included); ``long_ttft_ms`` is the long prompt's own TTFT."""
+    sent once every stream has ``arrive_after_tokens`` tokens, under the token budget ``budget``. The send time
+    is the model's own: the streams alone, predicted first, give the time of their ``arrive_after_tokens``-th
+    token (TTFT + (k - 1) x TPOT, the latest stream's). The ITL percentiles are over every decoding request's
+    gaps (the long request's few included); ``long_ttft_ms`` is the long prompt's own TTFT, ``long_sent_ms``
+    when it was sent."""
+    if not 1 <= arrive_after_tokens < stream_output_tokens:
+        raise CourseError(f"arrive_after_tokens={arrive_after_tokens}: give 1 to {stream_output_tokens - 1}")
+    alone = cpu_predict(roof, input_tokens=stream_input_tokens, output_tokens=stream_output_tokens,
+                        lengths=[(stream_input_tokens, stream_output_tokens)] * streams, arrivals=[0.0] * streams,
+                        max_num_batched_tokens=int(budget))
+    sent_ms = max(r["ttft_ms"] + (arrive_after_tokens - 1) * (r["tpot_ms"] or 0.0) for r in alone.requests)
     lengths = [(stream_input_tokens, stream_output_tokens)] * streams + [(long_prompt_tokens, long_output_tokens)]
     p = cpu_predict(roof, input_tokens=long_prompt_tokens, output_tokens=stream_output_tokens, lengths=lengths,
-                    arrivals=[0.0] * streams + [float(arrive_at_s)], max_num_batched_tokens=int(budget))
+                    arrivals=[0.0] * streams + [sent_ms / 1000], max_num_batched_tokens=int(budget))
     return {"itl_p50_ms": p.itl_p50_ms, "itl_p99_ms": p.itl_p99_ms, "long_ttft_ms": p.requests[-1]["ttft_ms"],
-            "binding_limit": p.binding_limit, "why": p.why, "prediction": p}
+            "long_sent_ms": sent_ms, "binding_limit": p.binding_limit, "why": p.why, "prediction": p}
 
 
 def tuning_metrics(roof: R.Roof, start, args, kv_cache_bytes: int) -> dict:
@@ -118,15 +127,15 @@ def check_sweep(preds: dict) -> None:
         _limit(f"concurrency {c}", preds[c].binding_limit)
 
 
-def check_interference(preds: dict, big: int, small: int, arrive_at_s: float = 2.0) -> bool:
+def check_interference(preds: dict, big: int, small: int) -> bool:
     """Branch D in the model. Always: a smaller budget does not make the long prompt's own TTFT shorter (every
-    chunk re-reads the weights). Where the model's own scene has the streams still decoding when the long prompt
-    arrives (at ``arrive_at_s``; a fast enough session finishes them first): under the large budget the prefill
-    stalls them (ITL P99 > 3 x P50, as the live cell asserts of the measurement) and the smaller budget lowers
-    their ITL P99. Returns whether the scene overlapped."""
+    chunk re-reads the weights). Where the model's own scene has the streams still decoding when the long prompt's
+    prefill ends (it is sent after their first tokens, so on any session's speed unless the prefill outlasts
+    them): under the large budget the prefill stalls them (ITL P99 > 3 x P50, as the live cell asserts of the
+    measurement) and the smaller budget lowers their ITL P99. Returns whether the scene overlapped."""
     b, s = preds[big], preds[small]
     streams = b["prediction"].requests[:-1]
-    overlap = bool(streams) and min(r["e2e_ms"] for r in streams) > 1000 * arrive_at_s
+    overlap = bool(streams) and min(r["e2e_ms"] for r in streams) > b["long_sent_ms"] + b["long_ttft_ms"]
     if overlap and not b["itl_p99_ms"] > 3 * b["itl_p50_ms"]:
         raise CourseError(f"budget {big}: predicted ITL P99 {b['itl_p99_ms']:.4g} ms is not above 3 x its P50 "
                           f"{b['itl_p50_ms']:.4g} ms: no stall behind the long prefill")
