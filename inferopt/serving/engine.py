@@ -622,8 +622,13 @@ class VLLMServer(ManagedProcess):
 
         Returns {'text', 'ttft_s' (request sent -> first content chunk, seconds), 'e2e_s',
         'output_tokens' (from the server's usage record), 'tpot_s' ((e2e - ttft)/(n - 1)),
-        'output_tokens_per_s' (n / e2e)}. ``on_token(text_piece)`` is called per chunk."""
+        'output_tokens_per_s' (n / e2e), and three instants on ``time.perf_counter()``'s clock:
+        'called_at' (this call began), 'sent_at' (the request went out, after the engine's health
+        check) and 'first_token_at' (the first piece arrived; ``on_token`` is called right after)}.
+        ``on_token(text_piece)`` is called per chunk."""
         import requests
+
+        called = time.perf_counter()
 
         body = {"model": self.served_name, "messages": [{"role": "user", "content": prompt}],
                 "max_tokens": max_tokens, "temperature": temperature, "stream": True,
@@ -661,7 +666,8 @@ class VLLMServer(ManagedProcess):
         ttft = e2e if ttft is None else ttft
         return {"text": "".join(pieces), "ttft_s": ttft, "e2e_s": e2e, "output_tokens": n,
                 "tpot_s": (e2e - ttft) / (n - 1) if n > 1 else None,
-                "output_tokens_per_s": n / e2e if e2e > 0 else None}
+                "output_tokens_per_s": n / e2e if e2e > 0 else None,
+                "called_at": called, "sent_at": t0, "first_token_at": t0 + ttft}
 
     def metrics_text(self) -> str:
         """The Prometheus text exposition served at /metrics."""
