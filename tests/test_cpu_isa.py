@@ -47,7 +47,9 @@ def test_the_limited_engine_runs_vllms_avx2_kernels(monkeypatch, live_server):
         assert native, "no vLLM kernel library found in the session engine's processes"
         assert (native == {"_C_AVX2.abi3.so"}) == session_avx2, native
     monkeypatch.setenv(cpu_isa.ENV, "avx2")
-    with VLLMServer(own=True, max_model_len=256, kv_cache_gib=0.25) as srv:
+    # bfloat16: on an AMX machine vLLM would send its small bf16 GEMMs to an AMX kernel that only the AVX-512
+    # library has (the limited engine crashed so on an AMX Xeon until the hook answered AMX as absent)
+    with VLLMServer(own=True, max_model_len=256, kv_cache_gib=0.25, dtype="bfloat16") as srv:
         limited = kernel_libs(srv.pid)
         assert srv.chat("Hello", max_tokens=4)
     assert limited == {"_C_AVX2.abi3.so"}, limited
@@ -77,3 +79,36 @@ def test_isa_cost_summary(monkeypatch):
     assert "就绪" in zh and "ready s" not in zh and "medians" not in zh and "1.64x" in zh
     with pytest.raises(CourseError, match="no avx2 round"):
         isa_cost.summarize(rows[::2])
+
+
+def test_the_limited_processes_see_an_avx2_only_machine():
+    """In a process started with the engine's environment, every torch.cpu probe above AVX2 answers False, and
+    vLLM's own dispatch predicates take no AVX-512 or AMX path (asked of vLLM, for bf16 GEMMs of this model's
+    shapes); without the limit the same process sees the machine as it is."""
+    import subprocess
+    import sys
+
+    probe = ("import json, torch\n"
+             "from vllm.model_executor.layers.utils import check_cpu_sgl_kernel\n"
+             "c = torch.cpu\n"
+             "print(json.dumps({'probes': {n: bool(getattr(c, n)()) for n in dir(c) if n.startswith('_is_') and "
+             "n.endswith('_supported')}, 'caps': {k: v for k, v in c.get_capabilities().items() if v is True}, "
+             "'sgl_bf16': check_cpu_sgl_kernel(576, 576, torch.bfloat16)}))")
+
+    def run(env):
+        out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        import json
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    base = {k: v for k, v in os.environ.items() if k != cpu_isa.ENV}
+    limited = run(cpu_isa.engine_env({**base, cpu_isa.ENV: "avx2"}))
+    assert limited["probes"].pop("_is_avx2_supported") is True
+    assert limited["probes"] and not any(limited["probes"].values()), limited["probes"]
+    above = [k for k in limited["caps"] if k.startswith(("avx512", "avx10", "avx_vnni", "amx"))]
+    assert not above and limited["caps"].get("avx2") is True, limited["caps"]
+    assert limited["sgl_bf16"] is False
+    native = run(base)
+    assert native["probes"]["_is_avx512_supported"] == avx512()   # the hook acts only where the limit is asked
+    if native["probes"].get("_is_amx_tile_supported"):
+        assert native["sgl_bf16"] is True                          # the path the limited engine must not take

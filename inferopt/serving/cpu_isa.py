@@ -6,7 +6,8 @@ on a machine that has AVX-512:
 - vLLM's own kernels: ``vllm/platforms/cpu.py`` (``CpuPlatform.import_kernels``) loads ``vllm._C_AVX2`` when
   ``torch.cpu._is_avx512_supported()`` is false, else ``_C``/``_C_AVX512``. ``isa_limit/sitecustomize.py``,
   put on the engine's ``PYTHONPATH``, answers false in each of the engine's processes (the API server, the
-  engine core and the worker: they inherit the environment);
+  engine core and the worker: they inherit the environment), and so for every other probe above AVX2 (AVX-512
+  BF16 and VNNI, AMX: vLLM's AMX GEMM path for bf16 exists only in its AVX-512 library);
 - PyTorch's own kernels: ``ATEN_CPU_CAPABILITY=avx2`` (ATen's CPU dispatch, torch/_C DispatchStub);
 - oneDNN's: ``ONEDNN_MAX_CPU_ISA=AVX2``.
 
