@@ -265,14 +265,13 @@ async def _run_async(ep, requests, concurrency, rate, schedule, warmup, duration
             sem = asyncio.Semaphore(concurrency) if concurrency else None
             sent = [i for i, (at, _) in enumerate(schedule)
                     if duration_s is None or isinstance(at, AfterTokens) or at < duration_s]
-            events = {at for at, _ in schedule if isinstance(at, AfterTokens)}
             streamed = {i: 0 for i in sent if not isinstance(schedule[i][0], AfterTokens)}
             ended: set = set()
-            waits = {ev: asyncio.Event() for ev in events}
+            waits = {at: (asyncio.Event(), [i for i in streamed if schedule[i][1].tag == at.tag])
+                     for at, _ in schedule if isinstance(at, AfterTokens)}   # each event: its flag, the requests it waits on
 
             def check_events():
-                for ev, flag in waits.items():
-                    mine = [i for i in streamed if schedule[i][1].tag == ev.tag]
+                for ev, (flag, mine) in waits.items():
                     if not flag.is_set() and all(i in ended or streamed[i] >= ev.tokens for i in mine):
                         flag.set()
 
@@ -283,7 +282,7 @@ async def _run_async(ep, requests, concurrency, rate, schedule, warmup, duration
 
             async def fire(rid, at, spec):
                 if isinstance(at, AfterTokens):
-                    await waits[at].wait()
+                    await waits[at][0].wait()
                 else:
                     delay = at - (time.perf_counter() - t0)
                     if delay > 0:

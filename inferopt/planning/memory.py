@@ -50,7 +50,7 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
 from inferopt.errors import CourseError
-from inferopt.i18n import localize
+from inferopt.i18n import columns, localize, pad
 from inferopt.planning import gpu_catalog as _catalog
 from inferopt.planning import pipeline as _pp
 from inferopt.planning import platform_defaults as _PLATFORM
@@ -758,9 +758,9 @@ def _cli(args: argparse.Namespace) -> int:
     else:
         terms = [(name[:len(name) - len(name.lstrip())] + localize(name.strip()), value, localize(how))
                  for name, value, how in r.terms()]      # the edition's words (English: unchanged)
-        width = max(_cols(a) for a, _, _ in terms)
+        width = max(columns(a) for a, _, _ in terms)
         for name, value, how in terms:
-            print(f"{name}{' ' * (width - _cols(name))}  {value:>18}   {how}")
+            print(f"{name}{' ' * (width - columns(name))}  {value:>18}   {how}")
         for w in r.warnings:
             print(localize(f"warning: {w}"))
         if alt is not None:
@@ -773,12 +773,6 @@ def _cli(args: argparse.Namespace) -> int:
             else:
                 print(localize(f"beside it, {label}: vLLM would not start"))
     return 0
-
-
-def _cols(text: str) -> int:
-    """Terminal columns of a text: a Chinese character takes two (``inferopt.i18n.columns``)."""
-    from inferopt.i18n import columns
-    return columns(text)
 
 
 # ------------------------------------------------ public start-up logs beside the runtime memory model
@@ -850,12 +844,6 @@ def startup_log_rows(logs: list[dict] | None = None) -> list[dict]:
     return rows
 
 
-def _pad(text: str, width: int, right: bool = False) -> str:
-    """``text`` padded to ``width`` terminal columns, left- or right-aligned (``inferopt.i18n.pad``)."""
-    from inferopt.i18n import pad
-    return pad(text, width, right)
-
-
 # the table's columns: (header, width in terminal columns, right-aligned); a translated header wider than its column
 # widens it (the English layout is the widths given)
 _LOG_COLUMNS = (("log", 32, False), ("vLLM", 6, True), ("GPU", 14, False), ("util", 5, True), ("max len", 8, True),
@@ -868,14 +856,14 @@ def startup_log_table(rows: list[dict] | None = None) -> str:
     from inferopt.i18n import tr
     rows = startup_log_rows() if rows is None else rows
     heads = [tr(h) if h not in ("vLLM", "GPU") else h for h, _w, _r in _LOG_COLUMNS]
-    widths = [max(w, _cols(h)) for h, (_e, w, _r) in zip(heads, _LOG_COLUMNS, strict=True)]
+    widths = [max(w, columns(h)) for h, (_e, w, _r) in zip(heads, _LOG_COLUMNS, strict=True)]
 
     def line(cells, note):
-        return " ".join(_pad(str(c), w, right) for c, w, (_h, _w, right)
+        return " ".join(pad(str(c), w, right) for c, w, (_h, _w, right)
                         in zip(cells, widths, _LOG_COLUMNS, strict=True)) + "  " + note
 
     head = line(heads, tr("note"))
-    out = [head, "-" * _cols(head)]
+    out = [head, "-" * columns(head)]
     for r in rows:
         if r["kind"] == "weights":
             err = r["predicted_weights_gib"] - r["logged_weights_gib"]

@@ -29,7 +29,7 @@ from pathlib import Path
 from inferopt import assets
 from inferopt.errors import CourseError
 from inferopt.planning import capacity as cap
-from inferopt.planning.memory import GB, GiB, MemoryResult, _cols, calculate, kv_bytes_per_request, start_verdict
+from inferopt.planning.memory import GB, GiB, MemoryResult, calculate, kv_bytes_per_request, start_verdict
 from inferopt.planning.model_specs import load_spec
 
 _pos = {"type": "number", "exclusiveMinimum": 0}
@@ -415,11 +415,11 @@ def _cli(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(plan.summary(), indent=2, sort_keys=True))
         return 0
-    from inferopt.i18n import localize  # the edition's words (English: unchanged); the command stays as it is
+    from inferopt.i18n import columns, localize  # the edition's words (English: unchanged); the command stays as it is
 
     for name, value, how in plan.memory.terms():
         name = name[:len(name) - len(name.lstrip())] + localize(name.strip())
-        print(f"{name}{' ' * max(0, 32 - _cols(name))} {value:>18}   {localize(how)}")
+        print(f"{name}{' ' * max(0, 32 - columns(name))} {value:>18}   {localize(how)}")
     print()
     print("\n".join(localize(x) for x in plan.errata))
     print()
