@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections import Counter
 
 import pytest
@@ -143,6 +144,32 @@ def test_stop_when_stops_sending():
     assert len(full.records) == 10                           # without it every request is sent
     closed = loadgen.run(ep, reqs[:10], concurrency=1, progress=False, stop_when=lambda: True)
     assert closed.records == []
+
+
+def test_stop_when_ends_an_open_loop_without_waiting_out_its_schedule():
+    """A schedule of 40 sends over 19.5 s against a closed port (each request fails at once): once three have
+    ended the run is over, and the 37 sends still waiting for their time are dropped, not slept through. The
+    old loop slept every send to its time before asking stop_when, so the run lasted the whole schedule."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ep = loadgen.Endpoint(f"http://127.0.0.1:{port}", "m")
+    spec = RequestSpec(prompt="x", prompt_tokens=1, max_tokens=1)
+    schedule = [(i * 0.5, spec) for i in range(40)]
+    seen = []
+    t0 = time.perf_counter()
+    res = loadgen.run(ep, schedule=schedule, progress=False, on_record=seen.append, stop_when=lambda: len(seen) >= 3)
+    wall = time.perf_counter() - t0
+    assert len(res.records) == 3
+    assert wall < schedule[-1][0] / 2 and res.duration_s < schedule[-1][0] / 2, (wall, res.duration_s)
+    # an event's request is dropped too, not left waiting for streams that will never come
+    tagged = RequestSpec(prompt="x", prompt_tokens=1, max_tokens=1, tag="s")
+    seen.clear()
+    res = loadgen.run(ep, schedule=[(0.0, tagged), (5.0, tagged), (loadgen.AfterTokens("s", 1), spec)],
+                      progress=False, on_record=seen.append, stop_when=lambda: len(seen) >= 1)
+    assert len(res.records) == 1 and res.duration_s < 2.5
 
 
 # --- the count-based verdict: k of n over the SLO, n stated (inferopt.bench.breach) ---

@@ -280,21 +280,40 @@ async def _run_async(ep, requests, concurrency, rate, schedule, warmup, duration
                     streamed[rid] = n
                     check_events()
 
+            # once stop_when says so, the requests still waiting for their send time (or event) return at once:
+            # the run ends with the last request under way, not at the schedule's last send time
+            stopped = asyncio.Event()
+
+            def stop_now() -> bool:
+                if not stopped.is_set() and stop_when is not None and stop_when():
+                    stopped.set()
+                return stopped.is_set()
+
+            async def until(flag, timeout=None):
+                """Wait for ``flag`` (None: only the time-out) or for the run to stop, whichever comes first."""
+                waiters = [asyncio.ensure_future(stopped.wait())]
+                if flag is not None:
+                    waiters.append(asyncio.ensure_future(flag.wait()))
+                _, pending = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                for w in pending:
+                    w.cancel()
+
             async def fire(rid, at, spec):
-                if isinstance(at, AfterTokens):
-                    await waits[at][0].wait()
-                else:
-                    delay = at - (time.perf_counter() - t0)
-                    if delay > 0:
-                        await asyncio.sleep(delay)
                 try:
-                    if stop_when is not None and stop_when():
+                    if isinstance(at, AfterTokens):
+                        await until(waits[at][0])
+                    else:
+                        delay = at - (time.perf_counter() - t0)
+                        if delay > 0:
+                            await until(None, delay)
+                    if stop_now():
                         return
                     if sem is None:
                         done(await _send(session, ep, spec, rid, t0, on_chunk))
                     else:
                         async with sem:
                             done(await _send(session, ep, spec, rid, t0, on_chunk))
+                    stop_now()                   # a finished request may be the one stop_when waits for
                 finally:
                     ended.add(rid)
                     check_events()
@@ -328,8 +347,10 @@ def run(endpoint: Endpoint, requests=None, *, concurrency: int | None = None, ra
     Give ``concurrency`` (closed loop), or ``rate`` in requests/s (open loop, Poisson arrivals,
     ``concurrency`` then caps requests in flight), or ``schedule=[(send_at_s, RequestSpec), ...]``
     (``send_at_s`` a time in seconds from the start, or an :class:`AfterTokens` event).
-    ``stop_when``: a function of no arguments, asked before each request is sent; once it returns
-    True no further request is sent (those under way finish and are recorded).
+    ``stop_when``: a function of no arguments, asked before each request is sent and after each one ends;
+    once it returns True no further request is sent (those under way finish and are recorded), and an open
+    loop's requests still waiting for their send time are dropped at once: the run ends with the last
+    request under way, not at the schedule's last send time.
     ``labels`` (e.g. concurrency=4) are copied into the summary."""
     if schedule is None:
         if not requests:
