@@ -42,7 +42,26 @@ def own_engines():
     """Two engines this module stops or kills itself, started at once (start-up is mostly imports)."""
     pair = (VLLMServer(max_model_len=2048, kv_cache_gib=1.0, quiet=True),
             VLLMServer(max_model_len=1024, kv_cache_gib=0.25, quiet=True, cpu_cores=[1]))
-    start_together(*pair)
+    # the pinned engine's start-up (its API server's imports) may use every core this process may use: sampled
+    # while it starts, for test_server_killed_mid_request_...
+    samples, starting = [], threading.Event()
+
+    def watch():
+        while not starting.wait(0.1):
+            p = pair[1].proc
+            try:
+                if p is not None:
+                    samples.append(frozenset(os.sched_getaffinity(p.pid)))
+            except ProcessLookupError:
+                pass
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        start_together(*pair)
+    finally:
+        starting.set()
+        watcher.join()
+    pair[1].start_affinities = samples
     try:
         yield pair
     finally:
@@ -107,6 +126,10 @@ def test_server_killed_mid_request_gives_a_clear_error_and_is_cleaned_up(own_eng
         root = psutil.Process(pgid)          # cpu_cores=[1]: every thread of every process of the engine
         tids = [t.id for p in [root, *root.children(recursive=True)] for t in p.threads()]
         assert len(tids) > 3 and {frozenset(os.sched_getaffinity(t)) for t in tids} == {frozenset({1})}
+        # ...once it is ready; while it started, its API server could use every core (two engines for one core
+        # started together import side by side)
+        assert srv.start_affinities and srv.start_affinities[0] == frozenset(os.sched_getaffinity(0)), \
+            srv.start_affinities[:3]
         box = {}
 
         def ask():

@@ -183,7 +183,9 @@ class VLLMServer(ManagedProcess):
         cpu_cores: pin the whole engine (API server, engine core, model worker: every thread) to
             these CPU cores, e.g. [1], so that two engines on one machine do not take each other's
             cores (the CPU version of giving each instance its own GPUs). On the CPU engine the
-            model's OpenMP threads are bound there too (``VLLM_CPU_OMP_THREADS_BIND``).
+            model's OpenMP threads are bound there from the start (``VLLM_CPU_OMP_THREADS_BIND``); the
+            rest of the engine is moved there once it is ready, so that its start-up's imports may
+            use any free core (two engines for one core, started together, do not import in turn).
         gpu_memory_utilization: GPU engine: vLLM's ``--gpu-memory-utilization`` for this engine. Default: the
             course's share (serving/gpu_share.py), computed by the memory calculator from the GPU's free
             memory and the number of engines: ``engines``, else the enclosing ``section_engines(n)``, else 1.
@@ -331,6 +333,22 @@ class VLLMServer(ManagedProcess):
         except CourseError:
             return "bfloat16"
 
+    def _pin(self, cores) -> None:
+        """Every thread of every process of this engine onto ``cores`` (threads started later inherit it)."""
+        import psutil
+
+        root = psutil.Process(self.proc.pid)
+        for p in [root, *root.children(recursive=True)]:
+            try:
+                tids = [t.id for t in p.threads()]
+            except psutil.NoSuchProcess:
+                continue
+            for tid in tids:
+                try:
+                    os.sched_setaffinity(tid, set(cores))
+                except ProcessLookupError:      # a thread that ended in between
+                    pass
+
     def start_line(self) -> str:
         """What the engine's start says about its configuration (GPU: the dtype chosen and why)."""
         if self.kind == "cpu":
@@ -409,7 +427,10 @@ class VLLMServer(ManagedProcess):
         self.ipc_dir = Path(tempfile.mkdtemp(prefix=IPC_PREFIX))
         env["VLLM_RPC_BASE_PATH"] = str(self.ipc_dir)
         t0 = time.monotonic()
-        self._spawn(self.command(), self.log_path, env=env, cpu_cores=self.cpu_cores)
+        # cpu_cores: the start-up's imports may run on any core (two engines pinned to one core, started together,
+        # would otherwise import one after the other), the model's threads are bound there from the start
+        # (VLLM_CPU_OMP_THREADS_BIND), and every thread of the engine is moved there once it is ready (_pin)
+        self._spawn(self.command(), self.log_path, env=env)
         self._pidfile = servers_dir() / f"{self.proc.pid}.pid.json"
         tmp = self._pidfile.with_suffix(".tmp")        # written whole, then renamed: a sweep by an engine
         tmp.write_text(json.dumps({"pid": self.proc.pid, "pgid": self.proc.pid,   # starting beside this one
@@ -418,6 +439,8 @@ class VLLMServer(ManagedProcess):
         tmp.replace(self._pidfile)
         try:
             self._wait_ready(t0)
+            if self.cpu_cores:
+                self._pin(self.cpu_cores)
         except BaseException:
             self.stop()
             raise
