@@ -1,14 +1,22 @@
 """Ask the oracle from any process: the jobs run in a worker process (inferopt.vllm_oracle.worker),
 one per platform kind, so the caller never imports vLLM. ~20 s for the worker's vLLM import, then
 0.01-0.1 s per command; answers are cached on disk (.cache/vllm_oracle/, keyed by the job, the
-installed vLLM's version and the model config's text), so a second run answers in milliseconds."""
+installed vLLM's version and the model config's text), so a second run answers in milliseconds.
+
+``INFEROPT_ORACLE_WORKER=keep`` (the test suite sets it): one worker per platform kind stays up for the
+life of the calling process and answers every later batch, so vLLM is imported once, not once per call;
+it ends when the caller does (its stdin closes). Unset, each call starts a worker and waits for it to end."""
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
+import select
 import subprocess
 import sys
+import threading
+import time
 from importlib import metadata
 from pathlib import Path
 
@@ -74,19 +82,87 @@ def run_jobs(jobs: list, kind: str = "cuda", use_cache: bool = True, timeout: fl
         elif k not in {kk for _, kk in todo}:
             todo.append((j, k))
     if todo:
-        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-        p = subprocess.run([sys.executable, "-m", "inferopt.vllm_oracle.worker", kind],
-                           input=json.dumps([j for j, _ in todo]), capture_output=True, text=True,
-                           timeout=timeout, env=env, cwd=REPO_ROOT)
-        last = (p.stdout.strip().splitlines() or [""])[-1]
-        if p.returncode != 0 or not last.startswith("{"):
-            tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]
-            raise CourseError(f"the vLLM oracle's worker failed (rc {p.returncode}): {tail[0][:300]}")
-        for (_, k), a in zip(todo, json.loads(last)["answers"], strict=True):
+        batch = [j for j, _ in todo]
+        got = _ask_kept(kind, batch, timeout) if os.environ.get(KEEP_ENV) == "keep" else _ask_once(kind, batch, timeout)
+        for (_, k), a in zip(todo, got, strict=True):
             answers[k] = a
             if a.get("ok") is not None or a.get("needs_device"):
                 (cache / f"{kind}-{k}.json").write_text(json.dumps(a), encoding="utf-8")
     return [answers[k] for k in keys]
+
+
+KEEP_ENV = "INFEROPT_ORACLE_WORKER"
+_KEPT: dict = {}                 # kind -> the kept worker (a Popen) of this process
+_KEPT_LOCK = threading.Lock()
+
+
+def _worker_env() -> dict:
+    return {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+
+
+def _ask_once(kind: str, jobs: list, timeout: float) -> list:
+    """A worker for this batch only: started, fed, and waited for."""
+    p = subprocess.run([sys.executable, "-m", "inferopt.vllm_oracle.worker", kind],
+                       input=json.dumps(jobs), capture_output=True, text=True,
+                       timeout=timeout, env=_worker_env(), cwd=REPO_ROOT)
+    last = (p.stdout.strip().splitlines() or [""])[-1]
+    if p.returncode != 0 or not last.startswith("{"):
+        tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise CourseError(f"the vLLM oracle's worker failed (rc {p.returncode}): {tail[0][:300]}")
+    return json.loads(last)["answers"]
+
+
+def _close_kept() -> None:
+    for w in list(_KEPT.values()):
+        try:
+            w.stdin.close()             # the worker ends at the end of its input
+            if w.wait(timeout=10) == 0:
+                w.log_path.unlink(missing_ok=True)
+        except (OSError, subprocess.TimeoutExpired):
+            w.kill()
+    _KEPT.clear()
+
+
+def _ask_kept(kind: str, jobs: list, timeout: float) -> list:
+    """This process's kept worker for ``kind`` (started on first use) answers the batch."""
+    from inferopt.vllm_oracle.worker import MARK
+
+    with _KEPT_LOCK:
+        w = _KEPT.get(kind)
+        if w is None or w.poll() is not None:
+            log = _cache() / f"worker-{kind}-{os.getpid()}.log"
+            with open(log, "wb") as err:      # stderr to a file: a full pipe would stall the worker
+                w = subprocess.Popen([sys.executable, "-m", "inferopt.vllm_oracle.worker", kind, "--serve"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=_worker_env(),
+                                     cwd=REPO_ROOT)
+            w.log_path = log
+            if not _KEPT:
+                atexit.register(_close_kept)
+            _KEPT[kind] = w
+        try:
+            w.stdin.write((json.dumps(jobs) + "\n").encode())
+            w.stdin.flush()
+        except BrokenPipeError:
+            pass                               # it died: reported below, with its log
+        fd, buf, deadline = w.stdout.fileno(), b"", time.monotonic() + timeout
+        while True:
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                if line.startswith(MARK.encode()):
+                    return json.loads(line[len(MARK):])["answers"]
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                w.kill()
+                _KEPT.pop(kind, None)
+                raise CourseError(f"the vLLM oracle's worker gave no answer in {timeout:.0f} s; "
+                                  f"its log: {w.log_path}")
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:                      # it ended without answering
+                rc = w.wait()
+                _KEPT.pop(kind, None)
+                tail = w.log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
+                raise CourseError(f"the vLLM oracle's worker failed (rc {rc}): {tail[0][:300]}")
+            buf += chunk
 
 
 def check_commands(cmds: list, gpu: str | None = "H100", count: int = 8, use_cache: bool = True) -> list:

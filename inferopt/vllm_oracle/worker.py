@@ -1,5 +1,6 @@
 """The oracle's worker process: ``python -m inferopt.vllm_oracle.worker cuda|cpu`` reads a JSON list of
-jobs on stdin and prints a JSON list of answers (one per job) as its last line.
+jobs on stdin and prints a JSON list of answers (one per job) as its last line; with ``--serve`` it stays up
+and answers one batch per stdin line (the client's kept worker, ``INFEROPT_ORACLE_WORKER=keep``).
 
 A job is {"op": "check", "cmd": "vllm serve ...", "gpu": "H100", "count": 8} (engine_config.check) or
 {"op": "hardware_table"} (hardware_table.generate) or {"op": "kv_specs", ...} (kv_specs.specs). The
@@ -47,8 +48,24 @@ def _one(job: dict) -> dict:
     raise ValueError(f"unknown op {op!r}")
 
 
+MARK = "@@oracle-answers "      # --serve: the line that carries a batch's answers (vLLM may print lines of its own)
+
+
+def serve(kind: str) -> int:
+    """``--serve``: one JSON list of jobs per stdin line, answered by one MARK line each, until stdin closes
+    (the client's process ended): vLLM is imported once for every batch the client sends."""
+    for line in sys.stdin:
+        if line.strip():
+            answers = run(kind, json.loads(line))
+            sys.stdout.write("\n" + MARK + json.dumps({"answers": answers}) + "\n")
+            sys.stdout.flush()
+    return 0
+
+
 def main() -> int:
     kind = sys.argv[1] if len(sys.argv) > 1 else "cuda"
+    if "--serve" in sys.argv[2:]:
+        return serve(kind)
     t0 = time.perf_counter()
     jobs = json.loads(sys.stdin.read() or "[]")
     answers = run(kind, jobs)
