@@ -12,6 +12,7 @@ need: free ports and a log's last lines.
 from __future__ import annotations
 
 import atexit
+import collections
 import ctypes
 import os
 import signal
@@ -77,10 +78,44 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
     return True
 
 
+_HANDED_OUT: collections.deque = collections.deque(maxlen=512)     # ports free_port gave this process, newest last
+_HANDED_LOCK = threading.Lock()
+
+
+def _recorded_ports() -> set:
+    """The ports the course's servers on this machine record in their pid files (any process's engines)."""
+    import json
+
+    from inferopt.paths import servers_dir
+
+    out = set()
+    for f in servers_dir().glob("*.pid.json"):
+        try:
+            port = json.loads(f.read_text()).get("port")
+        except (OSError, ValueError):
+            continue
+        if isinstance(port, int):
+            out.add(port)
+    return out
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A port nothing is bound to now that this process has not handed out before and that no course server on
+    this machine records. The kernel can give the same free port to two calls in a row (two engines started
+    together), and vLLM binds its port with SO_REUSEADDR before the engine starts, so both would start up and
+    share one log file, and one would fail only at listen()."""
+    taken = _recorded_ports()
+    with _HANDED_LOCK:
+        for _ in range(200):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind((host, 0))
+                port = s.getsockname()[1]
+            if port not in _HANDED_OUT and port not in taken:
+                _HANDED_OUT.append(port)
+                return port
+    from inferopt.errors import CourseError
+
+    raise CourseError(f"no free port on {host} after 200 tries: too many servers running? Stop some and retry.")
 
 
 def log_tail(path: Path | None, n: int = 25) -> str:

@@ -9,3 +9,6 @@ target GPU, :mod:`inferopt.vllm_oracle.target_platform`) once per process.
     client.check_command("vllm serve meta-llama/Llama-3.1-8B --max-model-len 200000", gpu="H100")
     # -> {"ok": False, "refusal": "vLLM 0.32 refuses: ModelConfig: User-specified max_model_len ..."}
 """
+
+# the line a kept worker (worker.py --serve) starts each batch's answers with; client.py reads up to it
+WORKER_MARK = "@@oracle-answers "

@@ -125,7 +125,7 @@ def _close_kept() -> None:
 
 def _ask_kept(kind: str, jobs: list, timeout: float) -> list:
     """This process's kept worker for ``kind`` (started on first use) answers the batch."""
-    from inferopt.vllm_oracle.worker import MARK
+    from inferopt.vllm_oracle import WORKER_MARK as MARK
 
     with _KEPT_LOCK:
         w = _KEPT.get(kind)

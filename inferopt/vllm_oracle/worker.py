@@ -13,6 +13,8 @@ import os
 import sys
 import time
 
+from inferopt.vllm_oracle import WORKER_MARK as MARK  # --serve: the line that carries a batch's answers
+
 
 def run(kind: str, jobs: list) -> list:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")        # never fetch a config from the Hub
@@ -48,7 +50,6 @@ def _one(job: dict) -> dict:
     raise ValueError(f"unknown op {op!r}")
 
 
-MARK = "@@oracle-answers "      # --serve: the line that carries a batch's answers (vLLM may print lines of its own)
 
 
 def serve(kind: str) -> int:
