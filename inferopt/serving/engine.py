@@ -337,8 +337,7 @@ class VLLMServer(ManagedProcess):
         """Every thread of every process of this engine onto ``cores`` (threads started later inherit it)."""
         import psutil
 
-        root = psutil.Process(self.proc.pid)
-        for p in [root, *root.children(recursive=True)]:
+        for p in self.group_processes():
             try:
                 tids = [t.id for t in p.threads()]
             except psutil.NoSuchProcess:

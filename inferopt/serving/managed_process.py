@@ -180,6 +180,13 @@ class ManagedProcess:
         self.proc = None
         _RUNNING.discard(self)
 
+    def group_processes(self) -> list:
+        """The running process and all its descendants (psutil.Process objects)."""
+        import psutil
+
+        root = psutil.Process(self.proc.pid)
+        return [root, *root.children(recursive=True)]
+
     def memory_mib(self) -> float:
         """Resident memory (RSS, MiB = 2^20 B) of the process and all its children now."""
         import psutil
@@ -188,9 +195,8 @@ class ManagedProcess:
             from inferopt.errors import CourseError
 
             raise CourseError(f"{self!r} is not running: start it before measuring its memory")
-        root = psutil.Process(self.proc.pid)
         total = 0
-        for p in [root, *root.children(recursive=True)]:
+        for p in self.group_processes():
             try:
                 total += p.memory_info().rss
             except psutil.Error:

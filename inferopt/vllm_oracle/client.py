@@ -100,15 +100,23 @@ def _worker_env() -> dict:
     return {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
 
 
+def _worker_cmd(kind: str, *extra: str) -> list:
+    return [sys.executable, "-m", "inferopt.vllm_oracle.worker", kind, *extra]
+
+
+def _failed(rc: int, output: str) -> CourseError:
+    """The one line for a worker that ended without answers: its exit code and its last line of output."""
+    tail = output.strip().splitlines()[-1:] or ["no output"]
+    return CourseError(f"the vLLM oracle's worker failed (rc {rc}): {tail[0][:300]}")
+
+
 def _ask_once(kind: str, jobs: list, timeout: float) -> list:
     """A worker for this batch only: started, fed, and waited for."""
-    p = subprocess.run([sys.executable, "-m", "inferopt.vllm_oracle.worker", kind],
-                       input=json.dumps(jobs), capture_output=True, text=True,
+    p = subprocess.run(_worker_cmd(kind), input=json.dumps(jobs), capture_output=True, text=True,
                        timeout=timeout, env=_worker_env(), cwd=REPO_ROOT)
     last = (p.stdout.strip().splitlines() or [""])[-1]
     if p.returncode != 0 or not last.startswith("{"):
-        tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise CourseError(f"the vLLM oracle's worker failed (rc {p.returncode}): {tail[0][:300]}")
+        raise _failed(p.returncode, p.stderr or p.stdout)
     return json.loads(last)["answers"]
 
 
@@ -132,9 +140,8 @@ def _ask_kept(kind: str, jobs: list, timeout: float) -> list:
         if w is None or w.poll() is not None:
             log = _cache() / f"worker-{kind}-{os.getpid()}.log"
             with open(log, "wb") as err:      # stderr to a file: a full pipe would stall the worker
-                w = subprocess.Popen([sys.executable, "-m", "inferopt.vllm_oracle.worker", kind, "--serve"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=_worker_env(),
-                                     cwd=REPO_ROOT)
+                w = subprocess.Popen(_worker_cmd(kind, "--serve"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=err, env=_worker_env(), cwd=REPO_ROOT)
             w.log_path = log
             if not _KEPT:
                 atexit.register(_close_kept)
@@ -158,10 +165,8 @@ def _ask_kept(kind: str, jobs: list, timeout: float) -> list:
                                   f"its log: {w.log_path}")
             chunk = os.read(fd, 1 << 16)
             if not chunk:                      # it ended without answering
-                rc = w.wait()
                 _KEPT.pop(kind, None)
-                tail = w.log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
-                raise CourseError(f"the vLLM oracle's worker failed (rc {rc}): {tail[0][:300]}")
+                raise _failed(w.wait(), w.log_path.read_text(errors="replace"))
             buf += chunk
 
 

@@ -50,8 +50,6 @@ def _one(job: dict) -> dict:
     raise ValueError(f"unknown op {op!r}")
 
 
-
-
 def serve(kind: str) -> int:
     """``--serve``: one JSON list of jobs per stdin line, answered by one MARK line each, until stdin closes
     (the client's process ended): vLLM is imported once for every batch the client sends."""
