@@ -123,7 +123,7 @@ def test_agrees_with_vllm_bench_serve(live_server, tok):
                 wrong["over_n"].append(1000 * r.tpot_s * (out - 1) / out / engine["tpot_ms"])
     med = {tool: {key: statistics.median(x[key] for x in rs) for key in ("ttft_ms", "tpot_ms")}
            for tool, rs in ratio.items()}
-    paired = {key: statistics.median(o[key] - v[key] for o, v in zip(ratio["ours"], ratio["vllm"]))
+    paired = {key: statistics.median(o[key] - v[key] for o, v in zip(ratio["ours"], ratio["vllm"], strict=True))
               for key in ("ttft_ms", "tpot_ms")}
     for tool, m in med.items():
         print(f"{tool}: median over {rounds} requests of client / engine: TTFT x{m['ttft_ms']:.3f}, "
@@ -135,7 +135,7 @@ def test_agrees_with_vllm_bench_serve(live_server, tok):
     # the bound tells definitions apart. E2E / n (TTFT spread over the tokens) is not TPOT; nor is the decode span
     # over n tokens instead of the n - 1 gaps between them (x15/16 here)
     for name, values in wrong.items():
-        off = statistics.median(w - v["tpot_ms"] for w, v in zip(values, ratio["vllm"]))
+        off = statistics.median(w - v["tpot_ms"] for w, v in zip(values, ratio["vllm"], strict=True))
         assert abs(off) >= 0.03, (name, off)
 
 
