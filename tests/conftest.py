@@ -27,6 +27,7 @@ their default-shape ``VLLMServer(...)`` attaches instead of starting, and any ce
 configuration (flags, another KV budget) still starts its own. Each start saved is ~20 s of imports."""
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -200,6 +201,8 @@ def pytest_runtest_logreport(report):
     ph["files"][file] = ph["files"].get(file, 0.0) + report.duration
     ph["first"], ph["last"] = min(ph["first"], report.start), max(ph["last"], report.stop)
     ph["items"].add(nodeid)
+    ph.setdefault("item_s", {})
+    ph["item_s"][f"{nodeid} ({report.when})"] = round(report.start, 1), round(report.duration, 2)
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -213,6 +216,11 @@ def pytest_terminal_summary(terminalreporter):
                       f"span {(ph['last'] - ph['first']) / 60:.1f} min, {len(ph['files'])} files")
         for file, sec in sorted(ph["files"].items(), key=lambda kv: -kv[1])[:12]:
             tr.write_line(f"    {sec / 60:5.1f} min  {file}")
+    # every item phase: (its start, epoch seconds; its seconds), to find where a lane's time goes
+    out = Path(tr.config.rootpath) / ".cache" / "suite-times.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps({name: ph.get("item_s", {}) for name, ph in _PHASES.items()}, indent=0))
+    tr.write_line(f"every item's time: {out}")
 
 
 @pytest.fixture(scope="session")
