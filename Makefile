@@ -17,6 +17,7 @@ endif
 export INFEROPT_ENGINE := $(ENGINE)
 STAMP  := $(VENV)/.installed-$(ENGINE)
 MODEL_STAMP := .cache/models/SmolLM2-135M-Instruct/.prepared
+PYC_STAMP := $(VENV)/.compiled
 LAB_PORT ?= 8888
 LAB_OPTS ?=
 # Jupyter refuses to run as root without --allow-root (CI and containers run as root)
@@ -35,7 +36,7 @@ help:
 
 ## setup: virtual environment + packages for the selected engine + the default model (CPU and GPU: its
 ## tokenizer cuts the load tests' prompts; it needs no hub)
-setup: $(STAMP) $(MODEL_STAMP)
+setup: $(STAMP) $(MODEL_STAMP) $(PYC_STAMP)
 
 # requirements-$(ENGINE).txt is the lock (every package at one exact version; `make lock` compiles it from the
 # ranges in requirements*.in, inferopt/serving/env_lock.py); the CPU lock is installed exactly as written (--no-deps)
@@ -54,7 +55,7 @@ $(STAMP): requirements-$(ENGINE).txt pyproject.toml
 	@LOCK=requirements-$(ENGINE).txt; if [ "$(ENGINE)" = gpu ]; then LOCK=$$($(BIN)/python -m inferopt.serving.gpu_install --lock-file) || exit 1; fi; \
 	if [ -z "$$LOCK" ]; then echo "no lock for this GPU build: requirements.in's ranges and the pinned vLLM/torch build are installed, pip resolved the rest"; exit 0; fi; \
 	echo "installing $$LOCK (the lock) into $(VENV) (first time: a few minutes, ~3 GB)"; \
-	$(BIN)/python -m pip install -q --disable-pip-version-check $(if $(filter cpu,$(ENGINE)),--no-deps) -r $(if $(filter gpu,$(ENGINE)),$$LOCK,requirements-$(ENGINE).txt) || { \
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-compile $(if $(filter cpu,$(ENGINE)),--no-deps) -r $(if $(filter gpu,$(ENGINE)),$$LOCK,requirements-$(ENGINE).txt) || { \
 	  echo; echo "pip could not install $$LOCK."; \
 	  echo "If it could not find torch==2.13.0+cpu, add PyTorch's CPU wheel index:"; \
 	  echo "  make setup PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu"; \
@@ -65,6 +66,12 @@ $(STAMP): requirements-$(ENGINE).txt pyproject.toml
 	@if [ "$(ENGINE)" = cpu ]; then $(BIN)/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true; fi
 	@$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+# the lock is installed without byte-compiling (--no-compile: 26,000 files, ~40 s of pip's one process here);
+# compileall writes the same .pyc files on both cores, beside the model's preparation (make -j2 setup)
+$(PYC_STAMP): $(STAMP)
+	@$(BIN)/python -m compileall -q -j0 $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') >/dev/null 2>&1 || true
 	@touch $@
 
 model: $(MODEL_STAMP)

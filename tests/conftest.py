@@ -62,7 +62,7 @@ _CALLER_STARTUP = os.environ.get(STARTUP_ENV)
 BACKGROUND = frozenset({
     "test_attach.py", "test_engine.py", "test_gpu_commands.py", "test_gpu_flags.py", "test_gpu_share.py",
     "test_lab_checks.py", "test_memory_engine_agreement.py", "test_router.py", "test_served_model.py",
-    "test_start_verdict_engine.py", "test_bench_lesson.py", "test_cpu_isa.py",
+    "test_start_verdict_engine.py", "test_bench_lesson.py", "test_cpu_isa.py", "test_bench_client.py",
     # notebooks whose live cells check what the engine says (KV sizes, the calculator), never how fast
     "00-start-here.ipynb", "05-end-to-end-deployment.ipynb", "lab2-memory-calculator.ipynb"})
 # not timed, but driven through waits a starved process misses: a real browser, JupyterLab and its kernels. In

@@ -1,6 +1,6 @@
 """loadgen's event send times (``AfterTokens``) without an engine: against a closed port every request fails at
 once, and an event whose requests have all ended still fires, so a run never waits forever; bad events are refused
-in one line before anything is sent. The live behaviour (sent after the k-th token) is in test_bench_live."""
+in one line before anything is sent. The live behaviour (sent after the k-th token) is in test_bench_client."""
 import socket
 
 import pytest
