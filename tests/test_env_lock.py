@@ -80,5 +80,10 @@ def test_setup_installs_the_cpu_lock_as_written():
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL")}
     out = subprocess.run(["make", "-n", "-B", "ENGINE=cpu", ".venv/.installed-cpu"], cwd=REPO_ROOT, env=env,
                          capture_output=True, text=True, timeout=60).stdout
-    assert "pip install -q --disable-pip-version-check --no-deps -r requirements-cpu.txt" in out
+    assert "pip install -q --disable-pip-version-check --no-compile --no-deps -r requirements-cpu.txt" in out
     assert "requirements.txt" not in out.replace("requirements-cpu.txt", "")
+    # pip skips byte-compiling; `make setup` compiles the venv's site-packages on both cores instead (beside the
+    # model's preparation), so no process of the suite or of a learner compiles vLLM's modules at import
+    setup = subprocess.run(["make", "-n", "-B", "ENGINE=cpu", "setup"], cwd=REPO_ROOT, env=env,
+                           capture_output=True, text=True, timeout=60).stdout
+    assert re.search(r"python -m compileall -q -j0 .*purelib", setup), setup[-2000:]
