@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,8 @@ FOREGROUND = frozenset({"test_browser.py"})
 SHARE_ENGINE = frozenset({"00-start-here.ipynb", "05-end-to-end-deployment.ipynb",
                           "06-monitoring-and-capacity.ipynb", "lab4-benchmark-plotting.ipynb"})
 _SESSION_ENGINE: list = []        # this worker's session engine, started on first use
+_PRESTART: list = []              # its start in a thread, under xdist (see _prestart_session_engine)
+_SESSION_LANES: set = set()       # the lanes with an item that uses the session engine
 
 
 def lane(path: Path) -> str:
@@ -100,8 +103,15 @@ def pytest_collection_modifyitems(config, items):
     """Under xdist: two groups, the two lanes (one worker each, in order)."""
     if "PYTEST_XDIST_WORKER" not in os.environ:     # items are collected (and grouped) on each worker
         return
+    # the browser test first in its lane: while it runs (untimed, ~4 min), the lane's session engine starts
+    # beside it (_prestart_session_engine) for the timed modules after it. A stable sort: every worker
+    # collects the same order, as xdist requires
+    items.sort(key=lambda it: Path(str(it.path)).name not in FOREGROUND)
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(name=lane(Path(str(item.path)))))
+        name = lane(Path(str(item.path)))
+        item.add_marker(pytest.mark.xdist_group(name=name))
+        if "live_server" in getattr(item, "fixturenames", ()) or Path(str(item.path)).name in SHARE_ENGINE:
+            _SESSION_LANES.add(name)
 
 
 class _EveryItem:
@@ -131,6 +141,8 @@ class _EveryItem:
             else:
                 os.environ.pop(OMP_BIND, None)
             _set_startup_wait(rest)
+            if lane(path) in _SESSION_LANES:
+                _prestart_session_engine()
         if path.name in SHARE_ENGINE:
             os.environ[ENV_URL] = session_engine().base_url
             os.environ[ENV_MISMATCH] = "start"
@@ -168,12 +180,51 @@ def pytest_configure(config):
         _SWEEPER.append(Sweeper().start())
 
 
-def session_engine():
-    """This worker's default-shape engine, started on first use and stopped when the session ends."""
-    if not _SESSION_ENGINE:
-        from inferopt.serving.engine import VLLMServer
+def _session_server():
+    from inferopt.serving.engine import VLLMServer
 
-        _SESSION_ENGINE.append(VLLMServer(max_model_len=2048, kv_cache_gib=1.0, quiet=True).start())
+    return VLLMServer(max_model_len=2048, kv_cache_gib=1.0, quiet=True)
+
+
+def _prestart_session_engine() -> None:
+    """Under xdist, at a lane's first item (its nice and environment set): start the lane's session engine in a
+    thread, so its ~25 s of imports run beside the lane's first modules instead of before the first test that
+    needs it. The thread lives until the session ends: the engine's processes get PR_SET_PDEATHSIG from the
+    thread that forks them (serving/managed_process.py), so that thread must outlive the engine."""
+    if _SESSION_ENGINE or _PRESTART:
+        return
+    box: dict = {"end": threading.Event()}
+
+    def run():
+        try:
+            box["srv"] = _session_server().start()
+        except BaseException as exc:      # raised where the engine is first needed (session_engine)
+            box["exc"] = exc
+        box["ready"] = True
+        box["end"].wait()
+
+    box["thread"] = threading.Thread(target=run, name="session-engine-start", daemon=True)
+    _PRESTART.append(box)
+    box["thread"].start()
+
+
+def _take_prestarted():
+    return _take_prestarted_box(_PRESTART[0])
+
+
+def _take_prestarted_box(box):
+    while not box.get("ready"):
+        box["thread"].join(0.1)
+    if "exc" in box:
+        raise box["exc"]
+    return box["srv"]
+
+
+def session_engine():
+    """This worker's default-shape engine, started on first use (or at its lane's first item, under xdist) and
+    stopped when the session ends."""
+    if not _SESSION_ENGINE:
+        _SESSION_ENGINE.append(_take_prestarted() if _PRESTART else _session_server().start())
     srv = _SESSION_ENGINE[0]
     srv.ensure_alive()
     return srv
@@ -184,6 +235,13 @@ def pytest_sessionfinish(session):
         _SWEEPER.pop().stop()
     while _SESSION_ENGINE:
         _SESSION_ENGINE.pop().stop()
+    while _PRESTART:                       # a prestarted engine nobody asked for, then its thread
+        box = _PRESTART.pop()
+        try:
+            _take_prestarted_box(box).stop()
+        except BaseException:
+            pass
+        box["end"].set()
 
 
 # the suite's time by phase (issue #33: measured by lane and by file on each machine it runs on, printed at the end)
