@@ -108,9 +108,10 @@ def pytest_collection_modifyitems(config, items):
     # collects the same order, as xdist requires
     items.sort(key=lambda it: Path(str(it.path)).name not in FOREGROUND)
     for item in items:
-        name = lane(Path(str(item.path)))
+        path = Path(str(item.path))
+        name = lane(path)
         item.add_marker(pytest.mark.xdist_group(name=name))
-        if "live_server" in getattr(item, "fixturenames", ()) or Path(str(item.path)).name in SHARE_ENGINE:
+        if "live_server" in getattr(item, "fixturenames", ()) or path.name in SHARE_ENGINE:
             _SESSION_LANES.add(name)
 
 
@@ -126,7 +127,8 @@ class _EveryItem:
         URL before nbval starts its kernel (the kernel inherits the variables)."""
         path = Path(str(item.path))
         if "PYTEST_XDIST_WORKER" in os.environ:
-            rest = lane(path) == "rest"
+            its_lane = lane(path)
+            rest = its_lane == "rest"
             if os.geteuid() == 0:
                 try:
                     os.setpriority(os.PRIO_PROCESS, 0, NICE_REST if rest else 0)
@@ -141,7 +143,7 @@ class _EveryItem:
             else:
                 os.environ.pop(OMP_BIND, None)
             _set_startup_wait(rest)
-            if lane(path) in _SESSION_LANES:
+            if its_lane in _SESSION_LANES:
                 _prestart_session_engine()
         if path.name in SHARE_ENGINE:
             os.environ[ENV_URL] = session_engine().base_url
@@ -193,28 +195,23 @@ def _prestart_session_engine() -> None:
     thread that forks them (serving/managed_process.py), so that thread must outlive the engine."""
     if _SESSION_ENGINE or _PRESTART:
         return
-    box: dict = {"end": threading.Event()}
+    box: dict = {"ready": threading.Event(), "end": threading.Event()}
 
     def run():
         try:
             box["srv"] = _session_server().start()
         except BaseException as exc:      # raised where the engine is first needed (session_engine)
             box["exc"] = exc
-        box["ready"] = True
+        box["ready"].set()
         box["end"].wait()
 
-    box["thread"] = threading.Thread(target=run, name="session-engine-start", daemon=True)
     _PRESTART.append(box)
-    box["thread"].start()
+    threading.Thread(target=run, name="session-engine-start", daemon=True).start()
 
 
-def _take_prestarted():
-    return _take_prestarted_box(_PRESTART[0])
-
-
-def _take_prestarted_box(box):
-    while not box.get("ready"):
-        box["thread"].join(0.1)
+def _prestarted():
+    box = _PRESTART[0]
+    box["ready"].wait()
     if "exc" in box:
         raise box["exc"]
     return box["srv"]
@@ -224,7 +221,7 @@ def session_engine():
     """This worker's default-shape engine, started on first use (or at its lane's first item, under xdist) and
     stopped when the session ends."""
     if not _SESSION_ENGINE:
-        _SESSION_ENGINE.append(_take_prestarted() if _PRESTART else _session_server().start())
+        _SESSION_ENGINE.append(_prestarted() if _PRESTART else _session_server().start())
     srv = _SESSION_ENGINE[0]
     srv.ensure_alive()
     return srv
@@ -235,12 +232,11 @@ def pytest_sessionfinish(session):
         _SWEEPER.pop().stop()
     while _SESSION_ENGINE:
         _SESSION_ENGINE.pop().stop()
-    while _PRESTART:                       # a prestarted engine nobody asked for, then its thread
+    while _PRESTART:                       # its engine (stopped above, or never asked for), then its thread
         box = _PRESTART.pop()
-        try:
-            _take_prestarted_box(box).stop()
-        except BaseException:
-            pass
+        box["ready"].wait()
+        if "srv" in box:
+            box["srv"].stop()
         box["end"].set()
 
 
@@ -254,12 +250,12 @@ def pytest_runtest_logreport(report):
         return
     head, _, group = report.nodeid.rpartition("@")
     lane_name, nodeid = (group, head) if head and group in ("live", "rest") else ("plain", report.nodeid)
-    ph = _PHASES.setdefault(lane_name, {"files": {}, "first": report.start, "last": report.stop, "items": set()})
+    ph = _PHASES.setdefault(lane_name, {"files": {}, "first": report.start, "last": report.stop, "items": set(),
+                                        "item_s": {}})
     file = nodeid.split("::", 1)[0]
     ph["files"][file] = ph["files"].get(file, 0.0) + report.duration
     ph["first"], ph["last"] = min(ph["first"], report.start), max(ph["last"], report.stop)
     ph["items"].add(nodeid)
-    ph.setdefault("item_s", {})
     ph["item_s"][f"{nodeid} ({report.when})"] = round(report.start, 1), round(report.duration, 2)
 
 
@@ -277,8 +273,16 @@ def pytest_terminal_summary(terminalreporter):
     # every item phase: (its start, epoch seconds; its seconds), to find where a lane's time goes
     out = Path(tr.config.rootpath) / ".cache" / "suite-times.json"
     out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({name: ph.get("item_s", {}) for name, ph in _PHASES.items()}, indent=0))
+    out.write_text(json.dumps({name: ph["item_s"] for name, ph in _PHASES.items()}, indent=0))
     tr.write_line(f"every item's time: {out}")
+
+
+@pytest.fixture(scope="session")
+def tok():
+    """The served model's tokenizer (prompts of exact token counts)."""
+    from inferopt.bench.workload import load_tokenizer
+
+    return load_tokenizer()
 
 
 @pytest.fixture(scope="session")

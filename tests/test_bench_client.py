@@ -12,11 +12,6 @@ from inferopt.bench.workload import Workload, build_requests, default_tokenizer_
 from inferopt.errors import CourseError
 
 
-@pytest.fixture(scope="module")
-def tok():
-    return load_tokenizer()
-
-
 def test_exact_lengths_and_results_saved_as_they_complete(live_server, tok, tmp_path):
     ep = loadgen.Endpoint.from_server(live_server)
     reqs = build_requests(Workload(input_tokens=64, output_tokens=12, num_requests=4, seed=7), tok)

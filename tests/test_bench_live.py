@@ -5,15 +5,8 @@ lane; what the client does, untimed, is tests/test_bench_client.py."""
 
 import statistics
 
-import pytest
-
 from inferopt.bench import loadgen, vllm_bench
-from inferopt.bench.workload import Workload, build_requests, default_tokenizer_path, load_tokenizer
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return load_tokenizer()
+from inferopt.bench.workload import Workload, build_requests, default_tokenizer_path
 
 
 def test_agrees_with_vllm_bench_serve(live_server, tok):

@@ -1,13 +1,8 @@
 """Synthetic prompts: exact token counts with the course model's tokenizer, fresh text per seed."""
 import pytest
 
-from inferopt.bench.workload import Workload, build_requests, count_tokens, load_tokenizer
+from inferopt.bench.workload import Workload, build_requests, count_tokens
 from inferopt.errors import CourseError
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return load_tokenizer()
 
 
 @pytest.mark.parametrize("n", [1, 17, 100, 1500])

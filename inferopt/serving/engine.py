@@ -56,6 +56,7 @@ from inferopt.serving.managed_process import (
     _kill_group,
     free_port,
     port_is_free,
+    server_records,
 )
 from inferopt.serving.managed_process import log_tail as _log_tail
 from inferopt.serving.model_prep import MODEL_NAME, PREPARE_COMMAND, require_model
@@ -128,10 +129,8 @@ def sweep_stale_servers(all_: bool = False) -> list[int]:
     Only pid files in ``<cache>/servers`` count, and only if the pid still runs vLLM's server.
     Returns the pids stopped."""
     stopped = []
-    for pidfile in servers_dir().glob("*.pid.json"):
-        try:
-            info = json.loads(pidfile.read_text())
-        except (OSError, ValueError):
+    for pidfile, info in server_records():
+        if info is None:
             pidfile.unlink(missing_ok=True)
             continue
         pid, owner = info.get("pid", -1), info.get("owner_pid", -1)

@@ -82,21 +82,24 @@ _HANDED_OUT: collections.deque = collections.deque(maxlen=512)     # ports free_
 _HANDED_LOCK = threading.Lock()
 
 
-def _recorded_ports() -> set:
-    """The ports the course's servers on this machine record in their pid files (any process's engines)."""
+def server_records():
+    """``(pid file, its record)`` for every server the course recorded in ``<cache>/servers`` on this machine
+    (any process's); the record is None where the file cannot be read."""
     import json
 
     from inferopt.paths import servers_dir
 
-    out = set()
     for f in servers_dir().glob("*.pid.json"):
         try:
-            port = json.loads(f.read_text()).get("port")
+            info = json.loads(f.read_text())
         except (OSError, ValueError):
-            continue
-        if isinstance(port, int):
-            out.add(port)
-    return out
+            info = None
+        yield f, info
+
+
+def _recorded_ports() -> set:
+    """The ports the course's servers on this machine record in their pid files (any process's engines)."""
+    return {info["port"] for _, info in server_records() if info and isinstance(info.get("port"), int)}
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -20,7 +20,6 @@ object itself lives in :mod:`inferopt.serving.engine` (``VLLMServer``) and
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 
@@ -126,19 +125,18 @@ def refusal(url: str, missing: list[str]) -> CourseError:
 def course_log_for(url: str) -> str:
     """The start-up log of the engine at ``url`` when this machine's course started it (its pid file in
     ``<cache>/servers`` names the port and the log), else ''. It adds the model dtype and token budget."""
-    from inferopt.paths import servers_dir
+    from inferopt.serving.managed_process import server_records
 
     host, port = split_url(url)
     if host not in ("127.0.0.1", "localhost"):
         return ""
-    for pidfile in servers_dir().glob("*.pid.json"):
-        try:
-            info = json.loads(pidfile.read_text())
-            if info.get("port") == port and info.get("log"):
+    for _, info in server_records():
+        if info and info.get("port") == port and info.get("log"):
+            try:
                 with open(info["log"], errors="replace") as f:
                     return f.read()
-        except (OSError, ValueError):
-            continue
+            except OSError:
+                continue
     return ""
 
 
