@@ -58,9 +58,10 @@ class CourseLab(ManagedProcess):
     # write to the repository's notebooks; the kernels import this checkout's inferopt
     served = ("chapters", "solutions", "zh", "jupytext.toml")
 
-    def __init__(self, workdir: Path, edition: str = "en"):
+    def __init__(self, workdir: Path, edition: str = "en", env: dict | None = None):
         self.workdir = Path(workdir)
         self.edition = edition      # "zh": ``make lab EDITION=zh`` (JupyterLab's own menus in Chinese)
+        self.extra_env = dict(env or {})    # e.g. a workshop room's INFEROPT_ENGINE_URL, set before ``make lab``
         self.root = self.workdir / "course"
         self.port = free_port()
         self.token = secrets.token_hex(16)
@@ -84,6 +85,7 @@ class CourseLab(ManagedProcess):
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
         env["JUPYTERLAB_SETTINGS_DIR"] = str(self.workdir / "user-settings")
         env["JUPYTERLAB_WORKSPACES_DIR"] = str(self.workdir / "workspaces")
+        env.update(self.extra_env)
         return argv, env
 
     def start(self) -> CourseLab:

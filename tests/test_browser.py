@@ -4,7 +4,9 @@ headless Debian Chromium, driven through JupyterLab's own menus (helpers in test
 Each notebook with widgets or figures is opened with the file browser open at 1280 x 800, its
 outputs cleared, and its cells run with Run > Run All Cells; notebooks with live cells (engine,
 Prometheus) run only the cells that need neither (the live ones stay with nbval), except the
-start page, whose first live request a learner runs first: it runs here once (marked ``engine``).
+start page, whose first live request a learner runs first: it runs here once (marked ``engine``), in a
+workshop room's JupyterLab (``INFEROPT_ENGINE_URL`` set before ``make lab``), attached to the worker's
+session engine; nbval runs it with an engine of its own.
 Then the page is checked (no error output, no widget failed or still loading, every plotly trace
 drawn with its markers and labels, the decision tree's nodes and labels, nothing clipped) and the
 widgets are used. A screenshot per notebook lands in results/screenshots/.
@@ -45,6 +47,18 @@ def lab_zh(tmp_path_factory):
     with CourseLab(tmp_path_factory.mktemp("lab-zh"), edition="zh") as lab:
         yield lab
     assert lab.proc is None
+
+
+@pytest.fixture(scope="module")
+def room_lab(tmp_path_factory, live_server):
+    """A workshop room's JupyterLab: the instructor's engine (this worker's session engine, started beside the
+    first browser tests) in ``INFEROPT_ENGINE_URL`` when ``make lab`` starts, so a default ``VLLMServer`` attaches
+    to it (the room's policy, ``refuse``, for anything else). nbval runs the start page with an engine of its
+    own (tests/conftest.py: SHARE_ENGINE), so both of a learner's paths are run, each once."""
+    with CourseLab(tmp_path_factory.mktemp("lab-room"), env={"INFEROPT_ENGINE_URL": live_server.base_url}) as lab:
+        yield lab
+    assert lab.proc is None
+    live_server.ensure_alive()              # letting go of the room's engine left it running
 
 
 @pytest.fixture(scope="module")
@@ -282,10 +296,11 @@ def test_notebook_as_a_learner_sees_it(lab, page, path, use):
 
 
 @pytest.mark.engine
-def test_start_page_first_live_request(lab, page):
-    """The start page end to end in the browser: the engine starts and the streamed answer shows."""
+def test_start_page_first_live_request(room_lab, page):
+    """The start page end to end in the browser, as a learner in a workshop room runs it: the engine cell attaches
+    to the room's engine, the streamed answer shows, and stopping lets go of the engine without stopping it."""
     path = "chapters/00-start-here.ipynb"
-    nbp = NotebookPage(page, lab, path).open()
+    nbp = NotebookPage(page, room_lab, path).open()
     try:
         nbp.run(timeout_s=300)
         ask = nbp.code_cell_with("stream_chat(")
@@ -293,7 +308,7 @@ def test_start_page_first_live_request(lab, page):
         assert "Paris" in out and re.search(r"TTFT \d+ ms", out), (out, nbp.problems())
         _assert_clean(nbp, "00-start-here")
         nbp.screenshot("00-start-here-answer", ask)
-        assert "port free again: True" in nbp.text_of(nbp.code_cell_with("srv.stop()"))
+        assert "it keeps running for everyone else" in nbp.text_of(nbp.code_cell_with("srv.stop()"))
     finally:
         nbp.close()
 
