@@ -45,27 +45,40 @@ def _alive(pid: int) -> bool:
 
 
 def _kill_group(pgid: int, grace: float = 10.0, proc: subprocess.Popen | None = None) -> None:
-    """SIGTERM the process group, wait up to ``grace`` s for all of it to go, then SIGKILL.
+    """SIGTERM the process group, wait up to ``grace`` s for all of it to go, then SIGKILL and wait up to
+    ``grace`` s again: the group is gone when this returns (unless the kernel takes longer than that to end a
+    killed process).
 
     ``proc`` (the group leader, if it is our child) is reaped while waiting: an unreaped
-    leader stays a zombie and would keep the group 'alive' for the whole grace period."""
+    leader stays a zombie and would keep the group 'alive' for the whole grace period. The second wait
+    matters on a starved machine: a CI run (2026-12-05) found an engine's group still there right after
+    ``stop()``, its SIGTERM'd processes (at nice 10 beside a busy timed lane) not ended within the grace
+    period, SIGKILL'd, and not yet gone when ``stop()`` returned."""
     try:
         os.killpg(pgid, signal.SIGTERM)
     except ProcessLookupError:
         return
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
+    if _wait_group_gone(pgid, grace, proc):
+        return
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    _wait_group_gone(pgid, grace, proc)
+
+
+def _wait_group_gone(pgid: int, seconds: float, proc: subprocess.Popen | None) -> bool:
+    deadline = time.monotonic() + seconds
+    while True:
         if proc is not None:
             proc.poll()
         try:
             os.killpg(pgid, 0)
         except ProcessLookupError:
-            return
+            return True
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(0.1)
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
