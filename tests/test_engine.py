@@ -18,15 +18,7 @@ import pytest
 from inferopt.errors import CourseError
 from inferopt.paths import REPO_ROOT, servers_dir
 from inferopt.serving.engine import VLLMServer, parse_startup_log, port_is_free
-from inferopt.serving.managed_process import start_together
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+from inferopt.serving.managed_process import group_alive, start_together
 
 
 def test_parse_startup_log_reads_the_engines_own_line():
@@ -93,7 +85,7 @@ def test_live_engine_answers_serves_metrics_and_leaves_nothing_behind(own_engine
         print(f"engine ready in {srv.startup_seconds:.1f} s; RSS of server + children {rss:.0f} MiB")
         assert rss > 100
     assert srv.proc is None
-    assert not _group_alive(pgid), "the server's process group outlived stop()"
+    assert not group_alive(pgid), "the server's process group outlived stop()"
     assert not any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in children)
     assert port_is_free(port), f"port {port} still taken after stop()"
     assert not (servers_dir() / f"{pgid}.pid.json").exists()
@@ -149,9 +141,9 @@ def test_server_killed_mid_request_gives_a_clear_error_and_is_cleaned_up(own_eng
     finally:
         srv.stop()
     deadline = time.monotonic() + 15
-    while _group_alive(pgid) and time.monotonic() < deadline:
+    while group_alive(pgid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not _group_alive(pgid), "engine-core children outlived the killed server after stop()"
+    assert not group_alive(pgid), "engine-core children outlived the killed server after stop()"
 
 
 def test_cpu_cores_must_be_cores_this_process_may_use():
@@ -241,9 +233,9 @@ def test_server_does_not_outlive_a_dead_kernel():
     kernel.kill()
     kernel.wait()
     deadline = time.monotonic() + 30
-    while _group_alive(info["pgid"]) and time.monotonic() < deadline:
+    while group_alive(info["pgid"]) and time.monotonic() < deadline:
         time.sleep(0.5)
-    if _group_alive(info["pgid"]):
+    if group_alive(info["pgid"]):
         from inferopt.serving.engine import sweep_stale_servers
         sweep_stale_servers()
-    assert not _group_alive(info["pgid"]), "server outlived its kernel (neither pdeathsig nor the sweep stopped it)"
+    assert not group_alive(info["pgid"]), "server outlived its kernel (neither pdeathsig nor the sweep stopped it)"

@@ -67,14 +67,23 @@ def _kill_group(pgid: int, grace: float = 10.0, proc: subprocess.Popen | None = 
     _wait_group_gone(pgid, grace, proc)
 
 
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the process group ``pgid`` is still there (an unreaped zombie counts)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _wait_group_gone(pgid: int, seconds: float, proc: subprocess.Popen | None) -> bool:
     deadline = time.monotonic() + seconds
     while True:
         if proc is not None:
             proc.poll()
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
+        if not group_alive(pgid):
             return True
         if time.monotonic() >= deadline:
             return False
