@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from kv_agreement import assert_kv_agrees
 
 from inferopt.errors import CourseError
 from inferopt.serving import cpu_isa
@@ -49,9 +50,11 @@ def test_the_limited_engine_runs_vllms_avx2_kernels(monkeypatch, live_server):
     monkeypatch.setenv(cpu_isa.ENV, "avx2")
     # bfloat16: on an AMX machine vLLM would send its small bf16 GEMMs to an AMX kernel that only the AVX-512
     # library has (the limited engine crashed so on an AMX Xeon until the hook answered AMX as absent)
-    with VLLMServer(own=True, max_model_len=256, kv_cache_gib=0.25, dtype="bfloat16") as srv:
+    # (its shape is one of the memory calculator's checks: tests/test_memory_engine_agreement.py)
+    with VLLMServer(own=True, max_model_len=1000, kv_cache_gib=0.5, dtype="bfloat16") as srv:
         limited = kernel_libs(srv.pid)
         assert srv.chat("Hello", max_tokens=4)
+        assert_kv_agrees(srv, 0.5, 1000, "bfloat16")
     assert limited == {"_C_AVX2.abi3.so"}, limited
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from kv_agreement import assert_kv_agrees
 
 from inferopt.errors import CourseError
 from inferopt.paths import REPO_ROOT, servers_dir
@@ -33,7 +34,7 @@ def test_parse_startup_log_reads_the_engines_own_line():
 def own_engines():
     """Two engines this module stops or kills itself, started at once (start-up is mostly imports)."""
     pair = (VLLMServer(max_model_len=2048, kv_cache_gib=1.0, quiet=True),
-            VLLMServer(max_model_len=1024, kv_cache_gib=0.25, quiet=True, cpu_cores=[1]))
+            VLLMServer(max_model_len=1536, kv_cache_gib=0.75, quiet=True, cpu_cores=[1]))
     # the pinned engine's start-up (its API server's imports) may use every core this process may use: sampled
     # while it starts, for test_server_killed_mid_request_...
     samples, starting = [], threading.Event()
@@ -109,6 +110,12 @@ def test_a_crashed_engines_socket_folder_goes_with_the_next_sweep(tmp_path):
     sweep_stale_servers()
     assert not ours.exists() and other.exists()
     assert not list(servers_dir().glob("dead-*.pid.json"))
+
+
+def test_the_pinned_engine_has_the_calculators_kv_cache(own_engines):
+    """0.75 GiB, float32, max_model_len 1536: one of the memory calculator's checks against the engine
+    (tests/test_memory_engine_agreement.py), on an engine this module starts anyway (before it is killed below)."""
+    assert_kv_agrees(own_engines[1], 0.75, 1536, "float32")
 
 
 def test_server_killed_mid_request_gives_a_clear_error_and_is_cleaned_up(own_engines):

@@ -11,6 +11,7 @@ The refusals are ValueErrors in vLLM's own words; the project's error must quote
 import re
 
 import pytest
+from kv_agreement import assert_kv_agrees
 
 from inferopt.errors import CourseError
 from inferopt.planning.memory import CPU_BLOCK_SIZE, GiB, start_verdict
@@ -80,3 +81,4 @@ def test_engine_starts_with_the_budget_that_just_fits(started):
     srv, out = started[FITS]
     assert out is srv and srv.proc is not None, out
     assert srv.kv_cache_tokens == v.result.kv_cache_tokens
+    assert_kv_agrees(srv, FITS / GiB, 2048, "float32")   # and its concurrency (tests/test_memory_engine_agreement.py)
