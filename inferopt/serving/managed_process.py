@@ -34,14 +34,20 @@ def _pdeathsig():
         pass
 
 
-def _alive(pid: int) -> bool:
+def _answers_signal_0(kill, target: int) -> bool:
+    """Whether ``kill(target, 0)`` finds a process (``os.kill``: that pid; ``os.killpg``: any of that group; an
+    unreaped zombie counts, one we may not signal too)."""
     try:
-        os.kill(pid, 0)
+        kill(target, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
     return True
+
+
+def _alive(pid: int) -> bool:
+    return _answers_signal_0(os.kill, pid)
 
 
 def _kill_group(pgid: int, grace: float = 10.0, proc: subprocess.Popen | None = None) -> None:
@@ -69,13 +75,7 @@ def _kill_group(pgid: int, grace: float = 10.0, proc: subprocess.Popen | None = 
 
 def group_alive(pgid: int) -> bool:
     """Whether any process of the process group ``pgid`` is still there (an unreaped zombie counts)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return _answers_signal_0(os.killpg, pgid)
 
 
 def _wait_group_gone(pgid: int, seconds: float, proc: subprocess.Popen | None) -> bool:
