@@ -50,6 +50,11 @@ def _alive(pid: int) -> bool:
     return _answers_signal_0(os.kill, pid)
 
 
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the process group ``pgid`` is still there (an unreaped zombie counts)."""
+    return _answers_signal_0(os.killpg, pgid)
+
+
 def _kill_group(pgid: int, grace: float = 10.0, proc: subprocess.Popen | None = None) -> None:
     """SIGTERM the process group, wait up to ``grace`` s for all of it to go, then SIGKILL and wait up to
     ``grace`` s again: the group is gone when this returns (unless the kernel takes longer than that to end a
@@ -71,11 +76,6 @@ def _kill_group(pgid: int, grace: float = 10.0, proc: subprocess.Popen | None = 
     except ProcessLookupError:
         return
     _wait_group_gone(pgid, grace, proc)
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether any process of the process group ``pgid`` is still there (an unreaped zombie counts)."""
-    return _answers_signal_0(os.killpg, pgid)
 
 
 def _wait_group_gone(pgid: int, seconds: float, proc: subprocess.Popen | None) -> bool:
