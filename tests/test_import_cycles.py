@@ -197,7 +197,7 @@ def layer_of(module: str) -> str:
         return "engines"
     if name.startswith(("serving", "bench", "monitoring")) and leaf not in ("plots", "cli"):
         return "live parts"
-    if name.startswith("widgets") or leaf == "plots" or name in ("course_map", "nbtools", "primer"):
+    if name.startswith("widgets") or leaf == "plots" or name in ("course_map", "nbtools", "primer", "reading"):
         return "views"
     return "commands"
 
