@@ -189,7 +189,7 @@ def layer_of(module: str) -> str:
         # i18n: the editions' string lookup (i18n.prose: the same for asset prose, reads assets/ and locale/ only);
         # figure_precision: the package's plotly renderer (imports nothing of ours)
         return "base"
-    if name in PURE_PARSERS or name in STORED_READERS:
+    if name in PURE_PARSERS or name in STORED_READERS or name == "pacing":   # pacing: reads the notebooks' front matter
         return "engines"
     if leaf == "tuning":   # the live tuning loop: restarts engines
         return "live parts"
