@@ -32,7 +32,8 @@ help:
 	@echo "make test   set up and run every test and notebook (strict nbval), as CI does"
 	@echo "other: make setup | model | tools | labs | check | sync [NB=...] | run-notebooks NB=... | bench | env | images [NB=...] | book"
 	@echo "       make lock   re-resolve requirements*.in into the locks requirements-{cpu,gpu}.txt (then re-execute the notebooks)"
-	@echo "       make grade SUBMISSIONS=dir   grade a folder of submitted lab notebooks (CSV + summary)"
+	@echo "       make preflight [ROOM=http://host:port]   will this machine run the course? (no set-up needed)"
+	@echo "       make grade SUBMISSIONS=dir [JOBS=n]   grade a folder of submitted lab notebooks (CSV + summaries)"
 
 ## setup: virtual environment + packages for the selected engine + the default model (CPU and GPU: its
 ## tokenizer cuts the load tests' prompts; it needs no hub)
@@ -178,6 +179,13 @@ run-notebooks: setup tools
 
 bench: setup
 	$(BIN)/python -m inferopt bench sweep
+
+## workshops: will this machine run the course? Standard library only, with the system python3 (>= 3.8), before
+## any set-up: one line per check, exit 1 on a problem (see INSTRUCTORS.md's pre-work email). ROOM=the room's engine
+ROOM ?=
+.PHONY: preflight
+preflight:
+	@$(PYTHON) inferopt/room/preflight.py $(if $(ROOM),--room $(ROOM))
 
 ## workshops: grade a folder of submitted lab notebooks (see INSTRUCTORS.md); GRADE_OPTS e.g. --live
 SUBMISSIONS ?=
