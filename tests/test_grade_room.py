@@ -20,7 +20,7 @@ LAB2, LAB5 = "lab2-memory-calculator.ipynb", "lab5-monitoring-alerts.ipynb"
 
 
 def _wrong_lab2(dst: Path):
-    """Lab 2 with GiB for GB: task 1 wrong, the rest worked."""
+    """Lab 2 with GiB for GB: tasks 1 and 2 (which builds on it) wrong, task 3 worked."""
     nb = json.loads((SOLUTIONS / LAB2).read_text(encoding="utf-8"))
     for c in nb["cells"]:
         src = "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
@@ -31,7 +31,7 @@ def _wrong_lab2(dst: Path):
 @pytest.fixture(scope="module")
 def room(tmp_path_factory) -> Path:
     """A drop folder as hand-ins fill it (ana: worked lab 2; ben: untouched labs 2 and 5), plus flat files:
-    chen's lab 2 with a wrong unit, a broken lab 5 and a JSON file that is no notebook."""
+    chen's lab 2 with GiB for GB (tasks 1 and 2 wrong), a broken lab 5 and a JSON file that is no notebook."""
     tmp = tmp_path_factory.mktemp("room")
     drop, ana, ben = tmp / "drop", tmp / "ana", tmp / "ben"
     for d in (drop, ana, ben):
@@ -79,7 +79,7 @@ def test_broken_notebooks_count_zero_with_a_hint(graded):
         assert all(r["reason"] == "unreadable notebook" and "submit the .ipynb saved by Jupyter" in r["message"]
                    for r in mine), mine
     chen = {r["task"]: float(r["points"]) for r in rows if r["file"] == "chen-lab2.ipynb"}
-    assert chen == {"lab2-task1": 0, "lab2-task2": 1, "lab2-task3": 2}, chen
+    assert chen == {"lab2-task1": 0, "lab2-task2": 0, "lab2-task3": 2}, chen   # as dara in test_grade.py
 
 
 def test_the_per_learner_and_per_task_views(graded):
@@ -89,13 +89,13 @@ def test_the_per_learner_and_per_task_views(graded):
     assert set(learners) == {"ana", "ben", "chen", "dara", "eli"}, learners
     assert (learners["ana"]["lab2"], learners["ana"]["lab5"], learners["ana"]["total"]) == ("5", "", "5")
     assert (learners["ben"]["lab2"], learners["ben"]["lab5"], learners["ben"]["total"]) == ("0", "0", "0")
-    assert learners["chen"]["total"] == "3" and {r["max_total"] for r in learners.values()} == {"12"}
+    assert learners["chen"]["total"] == "2" and {r["max_total"] for r in learners.values()} == {"12"}
     tasks = {r["task"]: r for r in _rows(views["tasks"])}
     t1 = tasks["lab2-task1"]
     assert (t1["submitted"], t1["full"], t1["partial"], t1["zero"]) == ("4", "1", "0", "3"), t1
     assert tasks["lab5-task1"]["most_common_hint"].startswith("NotDone") or \
         tasks["lab5-task1"]["most_common_hint"].startswith("cannot read"), tasks["lab5-task1"]
-    assert (tasks["lab2-task2"]["full"], tasks["lab2-task2"]["zero"]) == ("2", "2")
+    assert (tasks["lab2-task3"]["full"], tasks["lab2-task3"]["zero"]) == ("2", "2")
     md = views["markdown"].read_text(encoding="utf-8")
     assert "# Per learner" in md and "| ana | 5 |  | 5 | 12 |" in md and "# Per task" in md
 

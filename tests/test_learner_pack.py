@@ -28,11 +28,13 @@ def _lines(text: str) -> list[str]:
 
 
 def _windows(lines: list[str], n: int = 3, min_chars: int = 60) -> set[str]:
+    n = min(n, len(lines))   # a two-line formula is one fingerprint
     return {"\n".join(lines[i:i + n]) for i in range(len(lines) - n + 1) if sum(map(len, lines[i:i + n])) >= min_chars}
 
 
 def fingerprints() -> dict[str, str]:
-    """{three consecutive lines: where they come from}: each solution block's answer and each reference's body."""
+    """{three consecutive lines (a shorter block: whole): where they come from}, from each solution block
+    and each reference's body."""
     out = {}
     for nb_path in sorted(SOLUTIONS.glob("lab*.ipynb")):
         for c in json.loads(nb_path.read_text(encoding="utf-8"))["cells"]:
