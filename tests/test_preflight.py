@@ -25,7 +25,8 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 
 def good() -> dict:
     """A machine that runs the course (every check ok)."""
-    return {"python": [3, 11, 9], "executable": "/usr/bin/python3", "pythons_on_path": [], "uv": False,
+    return {"python": [3, 11, 9], "executable": "/usr/bin/python3", "venv_module": True, "pythons_on_path": [],
+            "uv": False,
             "system": "Linux", "machine": "x86_64", "distro": "debian", "distro_version": "12", "wsl": False,
             "cpu_flags": ["avx", "avx2", "fma", "sse4_2"], "mem_available_gb": 14.0, "mem_total_gb": 16.0,
             "disk_free_gb": 40.0, "disk_path": "/home/ana/course",
@@ -96,6 +97,9 @@ def test_python_310_on_ubuntu_2204_fails_and_says_which_python_to_install():
     text = line(dict(f, pythons_on_path=["python3.12"]), "python")
     assert "python3.12 is installed" in text and "make setup PYTHON=python3.12" in text, text
     assert levels(dict(good(), python=[3, 15, 0]))["python"] == "FAIL"
+    # Ubuntu's python3.12 without python3.12-venv: `python3 -m venv` (make setup's first step) fails
+    text = line(dict(good(), python=[3, 12, 3], venv_module=False), "python")
+    assert text.startswith("FAIL python:") and "apt-get install python3.12-venv" in text, text
 
 
 def test_no_avx2_little_ram_small_disk_and_the_wrong_os_fail():

@@ -124,8 +124,13 @@ def find_promtool(home: str | None = None) -> str | None:
     return shutil.which("promtool") or shutil.which("promtool", path=os.path.join(home, ".local", "bin"))
 
 
-def gather(room: str | None = None, timeout: float = TIMEOUT_S, where: str = ".") -> dict:
+COURSE = Path(__file__).resolve().parents[2]   # the unpacked course: the venv and the model go here
+
+
+def gather(room: str | None = None, timeout: float = TIMEOUT_S, where: str | Path = COURSE) -> dict:
     """Every fact the checks read, from this machine (network probes: ``timeout`` seconds each)."""
+    import importlib.util
+
     rel = _os_release()
     pips = pip_indexes(timeout=timeout)
     indexes = {"pypi": probe(PYPI, timeout), "torch-cpu": probe(TORCH_CPU, timeout)}
@@ -140,6 +145,7 @@ def gather(room: str | None = None, timeout: float = TIMEOUT_S, where: str = "."
     usage = shutil.disk_usage(where)
     facts = {
         "python": list(sys.version_info[:3]), "executable": sys.executable,
+        "venv_module": importlib.util.find_spec("ensurepip") is not None,
         "pythons_on_path": [f"python3.{m}" for m in range(PY_MIN[1], PY_MAX[1] + 1) if shutil.which(f"python3.{m}")],
         "uv": bool(shutil.which("uv")),
         "system": platform.system(), "machine": platform.machine(),
@@ -148,7 +154,7 @@ def gather(room: str | None = None, timeout: float = TIMEOUT_S, where: str = "."
         "cpu_flags": cpu_flags(_read("/proc/cpuinfo")),
         "mem_available_gb": meminfo_gb(_read("/proc/meminfo"), "MemAvailable"),
         "mem_total_gb": meminfo_gb(_read("/proc/meminfo"), "MemTotal"),
-        "disk_free_gb": usage.free / 1e9, "disk_path": os.path.abspath(where),
+        "disk_free_gb": usage.free / 1e9, "disk_path": str(where),
         "pip_config": pips, "indexes": indexes,
         "promtool": find_promtool(),
         "root": hasattr(os, "geteuid") and os.geteuid() == 0, "sudo": bool(shutil.which("sudo")),
@@ -172,6 +178,11 @@ def check_python(f: dict) -> list:
     v = tuple(f["python"][:2])
     have = f"python3 is {'.'.join(map(str, f['python']))}"
     if PY_MIN <= v <= PY_MAX:
+        if f.get("venv_module") is False:   # Debian/Ubuntu split ensurepip into python3.X-venv
+            pkg = f"python3.{v[1]}-venv"
+            return [_line("FAIL", "python", f"{have} but without ensurepip, so `python3 -m venv` fails",
+                          f"sudo apt-get install {pkg} (no sudo: uv python install 3.11, then "
+                          "make setup PYTHON=python3.11)")]
         return [_line("ok", "python", have)]
     others = f.get("pythons_on_path") or []
     if others:   # the lowest: 3.11 is the version the README says was tested
