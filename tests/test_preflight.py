@@ -201,3 +201,13 @@ def test_the_script_runs_with_the_system_python(fake_vllm):
     assert dead.returncode == 1 and any(x.startswith("FAIL room:") for x in dead.stdout.splitlines()), dead.stdout
     bad = run_script("--room", "room-7")
     assert bad.returncode == 2 and bad.stderr.startswith("error: --room 'room-7' is not an address"), bad.stderr
+
+
+def test_make_preflight_needs_no_set_up():
+    """`make preflight` runs the system python3 on the script and nothing else: with the venv's stamp pointed at
+    a file that does not exist, a rule that depended on the set-up would print pip's steps first."""
+    res = subprocess.run(["make", "--no-print-directory", "-n", "preflight", "ROOM=http://127.0.0.1:9",
+                          "STAMP=/nonexistent/.installed-cpu", "BIN=/nonexistent/bin"], cwd=REPO_ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip().splitlines() == ["python3 inferopt/room/preflight.py --room http://127.0.0.1:9"], res.stdout
