@@ -308,16 +308,20 @@ def grade_many(items: list[tuple[Path, str]], labs: dict, *, cell_timeout: int =
         pending = {pool.submit(_run_task, plans[i][0], task, plans[i][2], labs, budgets[i]): (i, k)
                    for k, (i, task) in enumerate(work)}
         show_ready()
-        while pending:
-            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for f in finished:
-                i, k = pending.pop(f)
-                got[i][k] = f.result()
-                if len(got[i]) == len(plans[i][1]):   # its last task: the rows in task order
-                    sub = plans[i][0]
-                    sub.rows = [got[i][j][0] for j in sorted(got[i])]
-                    sub.seconds = sum(t for _, t in got[i].values())
-            show_ready()
+        try:
+            while pending:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for f in finished:
+                    i, k = pending.pop(f)
+                    got[i][k] = f.result()
+                    if len(got[i]) == len(plans[i][1]):   # its last task: the rows in task order
+                        sub = plans[i][0]
+                        sub.rows = [got[i][j][0] for j in sorted(got[i])]
+                        sub.seconds = sum(t for _, t in got[i].values())
+                show_ready()
+        except BaseException:   # Ctrl-C: start no more tasks (the running ones end within their time limit)
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
     return [sub for sub, _, _ in plans]
 
 
