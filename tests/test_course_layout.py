@@ -95,8 +95,8 @@ def test_docs_name_every_subpackage_and_every_layer_module_exists():
     contributing = CONTRIBUTING.read_text(encoding="utf-8")
     layers = contributing[contributing.index("### The package, layer by layer"):contributing.index(START)]
     subpackages = sorted(p.parent.name for p in (REPO_ROOT / "inferopt").glob("*/__init__.py"))
-    assert subpackages == ["bench", "diagnosis", "i18n", "labcheck", "monitoring", "performance", "planning", "serving",
-                           "vllm_oracle", "widgets"]
+    assert subpackages == ["bench", "diagnosis", "i18n", "labcheck", "monitoring", "performance", "planning", "room",
+                           "serving", "vllm_oracle", "widgets"]
     for sub in subpackages:
         assert f"`{sub}/`" in docs_row, sub
         assert f"`{sub}/`" in layers, sub

@@ -122,12 +122,14 @@ def test_promtool_check_rejects_bad_promql(tmp_path):
     assert not res.ok and "FAILED" in res.output
 
 
-def test_missing_promtool_names_the_fix(monkeypatch):
+def test_missing_promtool_names_the_fix(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setenv("HOME", str(tmp_path))   # no ~/.local/bin/promtool either
     monkeypatch.delenv("INFEROPT_PROMTOOL", raising=False)
-    with pytest.raises(CourseError, match="make setup") as exc:
+    with pytest.raises(CourseError, match="make tools") as exc:   # make setup does not install it (issue 51)
         promtool.promtool()
     assert "apt-get install -y --no-install-recommends prometheus" in str(exc.value)
+    assert "without sudo" in str(exc.value) and "make preflight" in str(exc.value)
 
 
 def test_alert_table_and_cli(tmp_path, capsys):
