@@ -161,6 +161,7 @@ def simulate(engine: Engine, cfg: SchedulerConfig, wl: Workload) -> SimResult:
     issued = 0
     t0 = None                          # arrival of the first counted request: the figures' time origin
     fillers = 0                        # uncounted requests (warm start), numbered -1, -2, ...
+    window_tokens = 0                  # tokens every request produced from t0 on (warm start: the throughput)
 
     def spawn(at: float) -> None:
         nonlocal next_id, issued, t0
@@ -295,6 +296,7 @@ def simulate(engine: Engine, cfg: SchedulerConfig, wl: Workload) -> SimResult:
             res.max_running = max(res.max_running, running)
             if n_dec:
                 res.itl_weighted.append((dt, n_dec))
+            window_tokens += n_dec + len(finishing_prefill)
         now += dt
         step += 1
         times.append(now)
@@ -336,6 +338,9 @@ def simulate(engine: Engine, cfg: SchedulerConfig, wl: Workload) -> SimResult:
     res.steps = step
     first = 0.0 if not open_loop else (arrivals[0] if arrivals else 0.0)
     res.duration_s = now - (t0 if warm else first)
+    if warm:      # the rate of the steady state: every request's tokens in the window, not only the counted ones'
+        res.output_tokens = window_tokens
+        res.completed = round(window_tokens / wl.output_tokens)
     res.arrival_span_s = (arrivals[-1] - arrivals[0]) if open_loop and len(arrivals) > 1 else 0.0
     return res
 
