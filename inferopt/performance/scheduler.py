@@ -12,7 +12,11 @@ already cached (one shared copy), so only the rest is prefilled.
 The step takes ``Engine.step_time`` (the per-kernel roofline with the profile's factors), or the
 front-end's time for that step's output when that is longer (:mod:`inferopt.performance.frontend`).
 Closed loop: ``concurrency`` requests stay outstanding (a new one arrives when one finishes, like
-``vllm bench serve --max-concurrency``). Open loop: Poisson arrivals at ``request_rate`` from a fixed
+``vllm bench serve --max-concurrency``): from one burst of C at time 0 (requests of equal length then stay
+in its lockstep), or with ``warm_start`` from the spread steady state (C uncounted requests whose outputs
+are staggered 1/C of a request apart, so one finishes every output_tokens / C steps; uncounted fillers keep
+the load at C until the last counted request finishes, and every figure counts from the first counted
+arrival). Open loop: Poisson arrivals at ``request_rate`` from a fixed
 seed, or at explicit ``arrivals`` (request i at ``arrivals[i]``, with ``lengths[i]``: a scripted scene such
 as decode streams joined by a long prompt). Decoding requests are kept as aggregates (count, summed context, a heap of finish steps), so a
 step costs O(1) plus the requests that change state in it.
