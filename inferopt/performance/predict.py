@@ -341,7 +341,8 @@ def add_subcommand(subparsers) -> None:
     p.add_argument("--max-model-len", type=int, default=None)
     p.add_argument("--kv-cache-memory-bytes", type=int, default=None)
     p.add_argument("--api-server-count", type=int, default=1)
-    p.add_argument("--num-requests", type=int, default=None, help="requests to simulate (default: by load)")
+    p.add_argument("--num-requests", type=int, default=None,
+                   help="closed loop: prompts in the run (GPU default 10 x concurrency); open loop: requests")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cli)
 
