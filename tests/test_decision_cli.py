@@ -96,3 +96,66 @@ def test_the_real_command_line():
     assert json.loads(r.stdout)["techniques"] == ["speculative_decoding"]
     r = subprocess.run(cmd[:-3] + ["--on", "flux_capacitor"], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
     assert r.returncode == 2 and "unknown technique 'flux_capacitor'" in r.stderr and "Traceback" not in r.stderr
+
+
+# ----------------------------------------------------------------- inputs checked for meaning (issue 50)
+def main_out(argv, capsys):
+    """`python -m inferopt diagnose ...` through the command line's own main(): (exit code, stdout, stderr)."""
+    from inferopt.__main__ import main
+
+    rc = main(["diagnose", *argv])
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+MEANING = [   # (what is wrong, argv, the one error line must match)
+    ("TTFT SLO above the whole-request SLO (seconds given as ms)",
+     ["--ttft-p95-ms", "700", "--slo-ttft-p95-ms", "800", "--slo-e2e-p95-ms", "30"],
+     r"^error: slos\.ttft_p95_ms: 800 ms is above the whole-request SLO e2e_p95_ms 30 ms.*write 30000"),
+    ("measured TTFT above the measured whole request",
+     ["--ttft-p95-ms", "900", "--e2e-p95-ms", "800", "--slo-ttft-p95-ms", "500"],
+     r"^error: metrics\.ttft_p95_ms: 900 ms is above the measured e2e_p95_ms 800 ms"),
+    ("measured TTFT in seconds against an SLO in ms",
+     ["--ttft-p95-ms", "0.7", "--slo-ttft-p95-ms", "500"], r"^error: metrics\.ttft_p95_ms: 0\.7 ms .*looks like seconds"),
+    ("measured TPOT in microseconds",
+     ["--tpot-p95-ms", "42000", "--slo-tpot-p95-ms", "50"], r"^error: metrics\.tpot_p95_ms: .*looks like microseconds"),
+    ("prompt longer than the model's context",
+     ["--model", "llama-3.1-8b", "--gpu", "H100", "--prompt-tokens", "200000", "--output-tokens", "10",
+      "--ttft-p95-ms", "900", "--slo-ttft-p95-ms", "500"],
+     r"^error: workload\.prompt_tokens: 200,000 tokens is longer than the context of 131,072 tokens "
+     r"\(llama-3\.1-8b's max_position_embeddings\); vLLM refuses"),
+    ("prompt + output longer than --max-model-len",
+     ["--model", "llama-3.1-8b", "--gpu", "H100", "--max-model-len", "4096", "--prompt-tokens", "4000",
+      "--output-tokens", "500", "--ttft-p95-ms", "900", "--slo-ttft-p95-ms", "500"],
+     r"^error: workload: prompt_tokens \+ output_tokens = 4,500 tokens .* cuts each output to 96 tokens"),
+]
+
+
+@pytest.mark.parametrize("what,argv,pattern", MEANING, ids=[m[0] for m in MEANING])
+def test_inputs_are_checked_for_meaning_in_one_line(what, argv, pattern, capsys):
+    import re
+
+    rc, out, err = main_out(argv, capsys)
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert re.search(pattern, err.strip()), err
+
+
+def test_the_same_inputs_made_consistent_are_diagnosed(capsys):
+    """Each refusal above is for the inconsistency: the consistent neighbour of each case runs."""
+    for argv in (["--ttft-p95-ms", "700", "--slo-ttft-p95-ms", "800", "--slo-e2e-p95-ms", "30000"],
+                 ["--ttft-p95-ms", "700", "--e2e-p95-ms", "8000", "--slo-ttft-p95-ms", "500"],
+                 ["--tpot-p95-ms", "42", "--slo-tpot-p95-ms", "50"],
+                 ["--model", "llama-3.1-8b", "--gpu", "H100", "--max-model-len", "4096", "--prompt-tokens", "3500",
+                  "--output-tokens", "500", "--ttft-p95-ms", "900", "--slo-ttft-p95-ms", "500"]):
+        rc, out, err = main_out([*argv, "--json"], capsys)
+        assert rc == 0 and err == "", (argv, err)
+        json.loads(out)
+
+
+def test_a_whole_request_slo_that_fails_is_diagnosed():
+    from inferopt.diagnosis.decision import diagnose
+
+    d = diagnose({"ttft_p95_ms": 300, "tpot_p95_ms": 40, "e2e_p95_ms": 9000}, {"e2e_p95_ms": 5000})
+    assert d.failing[0]["metric"] == "e2e_p95_ms" and d.branch == "B"   # decode takes most of the request
+    d = diagnose({"ttft_p95_ms": 300, "tpot_p95_ms": 40, "e2e_p95_ms": 4000}, {"e2e_p95_ms": 5000})
+    assert d.branch is None

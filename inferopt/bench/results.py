@@ -305,7 +305,8 @@ def import_any(path) -> tuple[dict, list[RequestRecord]]:
 #    last line whose ``run``, ``label`` or ``name`` equals it is used, else the last line.
 # The metric keys of inferopt.diagnosis.decision.METRIC_FIELDS, named here so that the decision engine
 # and this importer do not import each other (tests/test_decision.py checks that the two agree).
-DECISION_METRIC_KEYS = ("ttft_p95_ms", "tpot_p95_ms", "ttft_p99_ms", "tpot_p99_ms", "throughput_tok_s", "gpu_util",
+DECISION_METRIC_KEYS = ("ttft_p95_ms", "tpot_p95_ms", "ttft_p99_ms", "tpot_p99_ms", "e2e_p95_ms", "throughput_tok_s",
+                        "gpu_util",
                         "oom", "memory_used_frac", "queue_len", "preemptions", "kv_cache_usage",
                         "prefix_cache_hit_rate", "spec_acceptance_rate")
 _LATENCY = {"time_to_first_token": "ttft", "inter_token_latency": "tpot"}

@@ -67,6 +67,7 @@ METRIC_FIELDS = {
     "tpot_p95_ms": "P95 time per output token, ms",
     "ttft_p99_ms": "P99 time to first token, ms",
     "tpot_p99_ms": "P99 time per output token, ms",
+    "e2e_p95_ms": "P95 whole-request (end-to-end) latency, ms",
     "throughput_tok_s": "output tokens per second",
     "gpu_util": "GPU utilization, fraction 0..1",
     "oom": "true if the server ran out of memory",
@@ -82,6 +83,7 @@ SLO_FIELDS = {
     "tpot_p95_ms": "TPOT P95 SLO, ms",
     "ttft_p99_ms": "TTFT P99 SLO, ms",
     "tpot_p99_ms": "TPOT P99 SLO, ms",
+    "e2e_p95_ms": "whole-request (end-to-end) latency P95 SLO or alert threshold, ms",
     "throughput_tok_s": "minimum output tokens per second",
 }
 WORKLOAD_FIELDS = {
@@ -178,6 +180,7 @@ class Baseline:
     tpot_p95_ms: float | None = None
     ttft_p99_ms: float | None = None
     tpot_p99_ms: float | None = None
+    e2e_p95_ms: float | None = None
     throughput_tok_s: float | None = None
     gpu_util: float | None = None
     oom: bool = False
@@ -215,6 +218,7 @@ class SLOs:
     tpot_p95_ms: float | None = None
     ttft_p99_ms: float | None = None
     tpot_p99_ms: float | None = None
+    e2e_p95_ms: float | None = None
     throughput_tok_s: float | None = None
 
     @classmethod
@@ -392,11 +396,77 @@ def deployment_from_plan(path) -> tuple[dict, dict]:
 
 
 def read_inputs(metrics, slos, workload=None, deployment=None) -> tuple[Baseline, SLOs, Workload, Deployment | None]:
-    """The four inputs of ``diagnose`` checked (each may be given as its type or as a plain dict)."""
+    """The four inputs of ``diagnose`` checked (each may be given as its type or as a plain dict), field
+    by field and then against each other and the model (:func:`check_meaning`)."""
     b = metrics if isinstance(metrics, Baseline) else Baseline.from_dict(metrics)
     s = slos if isinstance(slos, SLOs) else SLOs.from_dict(slos)
     w = workload if isinstance(workload, Workload) else Workload.from_dict(workload)
     dep = deployment if isinstance(deployment, Deployment) or deployment is None else Deployment.from_dict(deployment)
     if isinstance(deployment, dict) and not deployment:
         dep = None
+    check_meaning(b, s, w, dep)
     return b, s, w, dep
+
+
+# A measured latency this many times above or below its SLO is a unit slip (s for ms, or us for ms), not a
+# measurement: a 500 ms SLO met by a 0.5 "ms" TTFT, or missed by a 900,000 "ms" one (15 minutes).
+UNIT_SLIP_RATIO = 500.0
+_LATENCIES = ("ttft_p95_ms", "tpot_p95_ms", "ttft_p99_ms", "tpot_p99_ms", "e2e_p95_ms")
+
+
+def context_limit(dep: Deployment | None) -> tuple[int, str] | None:
+    """(tokens, where it comes from): the longest request (prompt + output) the deployment serves:
+    --max-model-len when given, else the model's max_position_embeddings (vLLM's default max_model_len,
+    vllm/config/model.py); None without either."""
+    if dep is None:
+        return None
+    if dep.max_model_len:
+        return int(dep.max_model_len), "--max-model-len"
+    if dep.model:
+        from inferopt.planning.model_specs import load_spec
+
+        n = load_spec(dep.model).max_position_embeddings
+        if n:
+            return int(n), f"{dep.model}'s max_position_embeddings"
+    return None
+
+
+def check_meaning(b: Baseline, s: SLOs, w: Workload, dep: Deployment | None) -> None:
+    """The inputs checked against each other and against the model (each field alone is checked on the
+    way in): an SLO or a measured latency in the wrong unit, a part of a request slower than the whole
+    request, a request longer than the model's context. One CourseError naming what to fix."""
+    for k in ("ttft_p95_ms", "tpot_p95_ms"):   # a part of a request is never slower than all of it
+        part, whole = getattr(s, k), s.e2e_p95_ms
+        if part is not None and whole is not None and part > whole:
+            raise CourseError(f"slos.{k}: {part:g} ms is above the whole-request SLO e2e_p95_ms {whole:g} ms, which "
+                              f"no request can meet (its {k[:4].upper()} is part of its whole latency); give both in "
+                              f"ms (if {whole:g} was seconds, write {whole * 1000:g})")
+        part, whole = getattr(b, k), b.e2e_p95_ms
+        if part is not None and whole is not None and part > whole:
+            raise CourseError(f"metrics.{k}: {part:g} ms is above the measured e2e_p95_ms {whole:g} ms, which no "
+                              "distribution allows (every request's part is below its whole, so the P95s are "
+                              "ordered too); check the units and that the two come from the same run")
+    for k in _LATENCIES:
+        v, slo = getattr(b, k), getattr(s, k)
+        if v is None or slo is None or v == 0:
+            continue
+        if v * UNIT_SLIP_RATIO <= slo:
+            raise CourseError(f"metrics.{k}: {v:g} ms is {slo / v:,.0f} times below its SLO {slo:g} ms, which "
+                              f"looks like seconds; give milliseconds (e.g. {v * 1000:g})")
+        if v >= slo * UNIT_SLIP_RATIO:
+            raise CourseError(f"metrics.{k}: {v:g} ms is {v / slo:,.0f} times above its SLO {slo:g} ms, which "
+                              f"looks like microseconds; give milliseconds (e.g. {v / 1000:g})")
+    lim = context_limit(dep)
+    if lim is not None and w.prompt_tokens is not None:
+        n, where = lim
+        if w.prompt_tokens > n:
+            raise CourseError(f"workload.prompt_tokens: {w.prompt_tokens:,.0f} tokens is longer than the context of "
+                              f"{n:,} tokens ({where}); vLLM refuses such a prompt (vllm/renderers/params.py "
+                              "_token_len_check), so shorten the prompt or serve a longer-context model")
+        total = w.prompt_tokens + (w.output_tokens or 0)
+        if total > n:
+            raise CourseError(f"workload: prompt_tokens + output_tokens = {total:,.0f} tokens is longer than the "
+                              f"context of {n:,} tokens ({where}); vLLM cuts each output to {n - w.prompt_tokens:,.0f} "
+                              "tokens (vllm/entrypoints/serve/utils/api_utils.py get_max_tokens), so give "
+                              "output_tokens the run really produced, or raise --max-model-len (up to the model's "
+                              "max_position_embeddings)")
