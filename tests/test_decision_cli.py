@@ -1,6 +1,7 @@
 """`python -m inferopt diagnose`: options, files, JSON output, errors, the timing benchmark."""
 import argparse
 import json
+import re
 import subprocess
 import sys
 
@@ -159,3 +160,112 @@ def test_a_whole_request_slo_that_fails_is_diagnosed():
     assert d.failing[0]["metric"] == "e2e_p95_ms" and d.branch == "B"   # decode takes most of the request
     d = diagnose({"ttft_p95_ms": 300, "tpot_p95_ms": 40, "e2e_p95_ms": 4000}, {"e2e_p95_ms": 5000})
     assert d.branch is None
+
+
+# ----------------------------------------------------------------- the sample size travels (issue 50)
+def vllm_bench_result(n: int, *, detailed: bool = True, percentiles=(99,), ttft_s=0.2, tpot_s=0.02, out_len=64) -> dict:
+    """A `vllm bench serve --save-result` JSON with vLLM 0.32's own field names (vllm/benchmarks/serve.py:
+    benchmark() `result`, process_one_metric() `mean_/median_/std_/p{N}_<metric>_ms`, main() `num_prompts` ...);
+    without --save-detailed vLLM deletes input_lens, output_lens, start_times, ttfts, itls, generated_texts, errors."""
+    import numpy as np
+
+    ttfts = [ttft_s * (1 + 0.4 * i / n) for i in range(n)]                # slowest 1.4x the fastest
+    itls = [[tpot_s] * (out_len - 1) for _ in range(n)]
+    lat = [t + tpot_s * (out_len - 1) for t in ttfts]
+    tpots = [(la - t) / (out_len - 1) for la, t in zip(lat, ttfts, strict=True)]
+    d = {"date": "20261206-031500", "endpoint_type": "openai", "backend": "openai", "label": None,
+         "model_id": "Qwen/Qwen3-8B", "tokenizer_id": "Qwen/Qwen3-8B", "num_prompts": n, "request_rate": "inf",
+         "burstiness": 1.0, "max_concurrency": 8, "duration": n * 0.05, "completed": n, "failed": 0,
+         "total_input_tokens": 512 * n, "total_output_tokens": out_len * n, "request_throughput": 20.0,
+         "request_goodput": None, "output_throughput": 20.0 * out_len, "total_token_throughput": 20.0 * (512 + out_len),
+         "input_lens": [512] * n, "output_lens": [out_len] * n, "ttfts": ttfts, "itls": itls, "latencies": lat,
+         "start_times": [0.05 * i for i in range(n)], "queue_times": [0.0] * n, "generated_texts": [""] * n,
+         "errors": [""] * n, "max_output_tokens_per_s": 1500.0, "max_concurrent_requests": 8, "rtfx": 0.0}
+    for name, vals in (("ttft", ttfts), ("tpot", tpots), ("itl", [g for x in itls for g in x]), ("e2el", lat)):
+        ms = np.asarray(vals) * 1000
+        d[f"mean_{name}_ms"], d[f"median_{name}_ms"], d[f"std_{name}_ms"] = ms.mean(), np.median(ms), ms.std()
+        for p in percentiles:
+            d[f"p{p}_{name}_ms"] = float(np.percentile(ms, p))
+    if not detailed:
+        for k in ("input_lens", "output_lens", "start_times", "ttfts", "itls", "generated_texts", "errors"):
+            del d[k]
+    return d
+
+
+SLO_ARGS = ["--slo-ttft-p95-ms", "500", "--slo-tpot-p95-ms", "50", "--on", "none"]
+
+
+def test_a_vllm_bench_serve_result_is_a_baseline_that_keeps_its_request_count(tmp_path, capsys):
+    f = tmp_path / "vllm-bench.json"
+    f.write_text(json.dumps(vllm_bench_result(60)))
+    rc, out, err = main_out(["--baseline", str(f), *SLO_ARGS, "--json"], capsys)
+    d = json.loads(out)
+    assert rc == 0 and d["sample"]["requests"] == 60
+    assert all(v["passed"] and v["basis"] == "order-statistic bound" for v in d["sample"]["verdicts"])
+    assert d["next_step"].startswith("All SLOs are met")
+
+
+def test_twelve_requests_never_say_stop(tmp_path, capsys):
+    """Issue 50: 'all SLOs met: stop' from 12 requests. The same run of 12 requests, read three ways (vLLM's
+    per-request file, vLLM's summary with --metric-percentiles 95,99, an aiperf export of 8 requests)."""
+    f = tmp_path / "vllm-12.json"
+    f.write_text(json.dumps(vllm_bench_result(12)))
+    g = tmp_path / "vllm-12-summary.json"
+    g.write_text(json.dumps(vllm_bench_result(12, detailed=False, percentiles=(95, 99))))
+    aiperf = REPO_ROOT / "tests" / "data" / "aiperf_profile_export_aiperf.json"   # request_count 8
+    for path, n in ((f, 12), (g, 12), (aiperf, 8)):
+        rc, out, err = main_out(["--baseline", str(path), "--slo-ttft-p95-ms", "5000", "--slo-tpot-p95-ms", "500",
+                                 "--on", "none", "--json"], capsys)
+        d = json.loads(out)
+        assert rc == 0 and d["sample"]["requests"] == n, (path, err)
+        assert "All SLOs are met" not in d["next_step"] and d["branch"] is None
+        assert d["next_step"].startswith(f"Not enough requests to say TTFT P95 <= 5000 ms: need 45, measured {n}"), d["next_step"]
+
+
+def test_the_checker_rejects_the_old_stop(tmp_path, capsys):
+    """The old answer ('All SLOs are met: stop' for 12 requests) is what the 45-request run answers, and the
+    12-request assertion above fails on it."""
+    f = tmp_path / "vllm-45.json"
+    f.write_text(json.dumps(vllm_bench_result(45)))
+    d = json.loads(main_out(["--baseline", str(f), *SLO_ARGS, "--json"], capsys)[1])
+    with pytest.raises(AssertionError):
+        assert "All SLOs are met" not in d["next_step"]
+
+
+def test_the_p99_bounds_the_p95_from_a_summary_of_100_requests(capsys):
+    """No per-request values: the rank argument. From 100 requests the sample P99 lies at or above the
+    99th fastest, the 90 % bound of the P95; with 60, neither is known to bound it."""
+    base = ["--ttft-p95-ms", "300", "--ttft-p99-ms", "450", "--slo-ttft-p95-ms", "500", "--json"]
+    d = json.loads(main_out([*base, "--requests", "100"], capsys)[1])
+    assert d["sample"]["verdicts"][0]["passed"] is True and d["next_step"].startswith("All SLOs are met")
+    d = json.loads(main_out([*base, "--requests", "60"], capsys)[1])
+    assert d["sample"]["verdicts"][0]["passed"] is None and "per-request latencies" in d["next_step"]
+    d = json.loads(main_out([*base[:4], "--ttft-p99-ms", "520", *base[4:], "--requests", "100"], capsys)[1])
+    assert d["sample"]["verdicts"][0]["passed"] is None   # the P99 is above the SLO: the bound does not hold
+
+
+def test_the_default_vllm_summary_without_a_p95_is_refused_in_one_line(tmp_path, capsys):
+    f = tmp_path / "vllm-default.json"
+    f.write_text(json.dumps(vllm_bench_result(200, detailed=False)))   # --metric-percentiles 99: vLLM's default
+    rc, out, err = main_out(["--baseline", str(f), *SLO_ARGS], capsys)
+    assert rc == 2 and re.search(r"^error: --baseline .*holds no P95.*--metric-percentiles 95,99", err.strip())
+
+
+def test_our_json_lines_carry_their_requests_and_bounds(tmp_path, capsys):
+    from inferopt.bench.metrics import RequestRecord, summarize
+    from inferopt.bench.results import ResultWriter
+
+    path = tmp_path / "run.jsonl"
+    with ResultWriter(path, run="r1") as wr:
+        for c, n in ((1, 12), (8, 50)):
+            recs = [RequestRecord(i, 100, 33, ttft_s=0.1 + 0.001 * i, e2e_s=1.0 + 0.001 * i, start_s=0.01 * i)
+                    for i in range(n)]
+            for r in recs:
+                wr.request(r, concurrency=c)
+            wr.summary({**summarize(recs, duration_s=2.0), "concurrency": c})
+    from inferopt.bench.results import load_baseline
+
+    m = load_baseline(path)
+    assert m["requests"] == 50 and m["ttft_p95_bound_ms"] >= m["ttft_p95_ms"]
+    rc, out, err = main_out(["--baseline", str(path), *SLO_ARGS, "--json"], capsys)
+    assert json.loads(out)["next_step"].startswith("All SLOs are met")

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 from inferopt.diagnosis import changes as _changes
 from inferopt.diagnosis import knowledge
+from inferopt.diagnosis import sample as _sample
 from inferopt.diagnosis.facts import (  # noqa: F401 (re-exported: notebooks and tests import them from here)
     METRIC_BRANCH,
     _check_one_gpu,
@@ -112,12 +113,21 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None) 
     failing, not_checked = _metric_checks(b, s, thresholds["tail_ratio"])
     failing_from_memory(b, mem, facts, failing, warnings)
     branches_failing, worst = rank_failing(failing, steps)
-    if not failing:  # nothing to fix: stop (or set an SLO first)
-        nxt = all_met_step(any(getattr(s, k) is not None for k in SLO_FIELDS), not_checked, warnings)
+    verdicts = _sample.tail_verdicts(b, s, failing)   # a pass on a tail percentile needs the requests to show it
+    unproven = [v for v in verdicts if v["passed"] is None]
+    if any(v["requests"] is None for v in verdicts):
+        warnings.append(next(v["text"] for v in verdicts if v["requests"] is None))
+    sample = {"requests": None if b.requests is None else int(b.requests), "verdicts": verdicts}
+    if not failing:  # nothing to fix: stop (or set an SLO first, or measure enough requests to say so)
+        if unproven:
+            nxt = _sample.measure_more_step(unproven)
+        else:
+            nxt = all_met_step(any(getattr(s, k) is not None for k in SLO_FIELDS), not_checked, warnings)
         return Diagnosis(None, None, None, [], [], ["baseline"], [], [], [], [], [], [],
                          _conflicts(pitfalls, on, set(), facts, thresholds, techs), [], [],
                          nxt, sorted(on_list), [], not_checked, [], signals_of(facts), mem_out, warnings,
-                         model=_model_view(b, s, w, dep, mem_out))
+                         model=_model_view(b, s, w, dep, mem_out), sample=sample)
+    not_checked += [{"metric": v["metric"], "why": v["text"]} for v in unproven]
 
     branch_id = branches_failing[0]   # the first failing branch in the §4 order
     branch = next(x for x in tree["branches"] if x["id"] == branch_id)
@@ -129,7 +139,8 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None) 
     return Diagnosis(branch_id, branch["title"], worst, failing, branches_failing, walk.path, walk.matched,
                      [r["id"] for r in walk.recs], walk.recs, walk.actions, walk.already, walk.skipped, conflicts,
                      flags, flags_remove, nxt, sorted(on_list), changes, not_checked, walk.undecided,
-                     signals_of(facts), mem_out, warnings, model=_model_view(b, s, w, dep, mem_out, worst))
+                     signals_of(facts), mem_out, warnings, model=_model_view(b, s, w, dep, mem_out, worst),
+                     sample=sample)
 
 
 def conflicts_for(techniques_on, workload=None) -> list:

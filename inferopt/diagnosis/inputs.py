@@ -77,7 +77,16 @@ METRIC_FIELDS = {
     "kv_cache_usage": "share of vLLM's KV cache blocks in use, 0..1 (vllm:kv_cache_usage_perc, a fraction despite its name)",
     "prefix_cache_hit_rate": "prefix-cache hits / queried tokens, 0..1 (vllm:prefix_cache_hits_total / queries_total)",
     "spec_acceptance_rate": "accepted / proposed draft tokens, 0..1 (vllm:spec_decode_num_accepted_tokens_total / num_draft_tokens_total)",
+    "requests": "completed requests behind the percentiles (the sample size: a P95 shown under its SLO at 90 % "
+                "confidence needs >= 45)",
+    "ttft_p95_bound_ms": "90 % order-statistic upper bound of the TTFT P95, ms (--baseline computes it from "
+                         "per-request latencies)",
+    "tpot_p95_bound_ms": "90 % order-statistic upper bound of the TPOT P95, ms",
+    "ttft_p99_bound_ms": "90 % order-statistic upper bound of the TTFT P99, ms",
+    "tpot_p99_bound_ms": "90 % order-statistic upper bound of the TPOT P99, ms",
+    "e2e_p95_bound_ms": "90 % order-statistic upper bound of the whole-request P95, ms",
 }
+BOUNDS = ("ttft_p95_bound_ms", "tpot_p95_bound_ms", "ttft_p99_bound_ms", "tpot_p99_bound_ms", "e2e_p95_bound_ms")
 SLO_FIELDS = {
     "ttft_p95_ms": "TTFT P95 SLO, ms",
     "tpot_p95_ms": "TPOT P95 SLO, ms",
@@ -123,7 +132,7 @@ DRAFT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4")
 INT4_KERNELS = ("marlin", "other")
 FRACTIONS = {"gpu_util", "memory_used_frac", "shared_prefix_frac", "kv_cache_usage", "prefix_cache_hit_rate",
              "spec_acceptance_rate"}
-COUNTS = {"queue_len", "preemptions", "prompt_tokens", "output_tokens", "concurrency", "num_gpus", "lora_adapters",
+COUNTS = {"requests", "queue_len", "preemptions", "prompt_tokens", "output_tokens", "concurrency", "num_gpus", "lora_adapters",
           "gpus_per_node"}
 # which branch a failing metric sends you to
 
@@ -190,6 +199,12 @@ class Baseline:
     kv_cache_usage: float | None = None
     prefix_cache_hit_rate: float | None = None
     spec_acceptance_rate: float | None = None
+    requests: float | None = None
+    ttft_p95_bound_ms: float | None = None
+    tpot_p95_bound_ms: float | None = None
+    ttft_p99_bound_ms: float | None = None
+    tpot_p99_bound_ms: float | None = None
+    e2e_p95_bound_ms: float | None = None
 
     @classmethod
     def from_dict(cls, d) -> Baseline:
@@ -207,6 +222,14 @@ class Baseline:
             else:
                 vals[k] = _number("metrics", k, v, fraction=k in FRACTIONS, count=k in COUNTS)
         _check_percentiles("metrics", vals)
+        for k in BOUNDS:   # an upper bound of a percentile is one of the slowest values: never below the estimate
+            est = vals.get(k.replace("_bound", ""))
+            if vals.get(k) is not None and est is not None and vals[k] < est * (1 - 1e-9):
+                raise CourseError(f"metrics.{k}: {vals[k]:g} ms is below the sample {k.replace('_bound', '')} "
+                                  f"{est:g} ms, which an upper bound cannot be; check that both come from one run")
+        if vals.get("requests") == 0:
+            raise CourseError("metrics.requests: 0 completed requests; there is nothing to diagnose: run the "
+                              "benchmark again and check its errors")
         return cls(**vals)
 
 

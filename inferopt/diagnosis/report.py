@@ -35,6 +35,7 @@ class Diagnosis:
     memory: dict | None = None
     warnings: list = field(default_factory=list)
     model: dict | None = None            # the performance model's view (diagnosis/model_view.py)
+    sample: dict = field(default_factory=dict)   # requests measured and each tail verdict (diagnosis/sample.py)
 
     def to_dict(self) -> dict:
         return asdict(self)
