@@ -269,3 +269,70 @@ def test_our_json_lines_carry_their_requests_and_bounds(tmp_path, capsys):
     assert m["requests"] == 50 and m["ttft_p95_bound_ms"] >= m["ttft_p95_ms"]
     rc, out, err = main_out(["--baseline", str(path), *SLO_ARGS, "--json"], capsys)
     assert json.loads(out)["next_step"].startswith("All SLOs are met")
+
+
+# ----------------------------------------------------------------- saturation named as saturation (issue 50)
+SAT_ARGS = ["--throughput-tok-s", "900", "--gpu-util", "0.4", "--slo-throughput-tok-s", "2000", "--concurrency", "64",
+            "--num-gpus", "8", "--gpu-type", "H100", "--target-rps", "20", "--json"]
+
+
+def sweep_files(tmp_path, rps, goodput=None) -> list[str]:
+    """One `vllm bench serve --save-result` file per --max-concurrency level (16, 32, 64, 128)."""
+    out = []
+    for i, (c, r) in enumerate(zip((16, 32, 64, 128), rps, strict=True)):
+        d = vllm_bench_result(60, detailed=False, percentiles=(95, 99))
+        d.update(max_concurrency=c, request_throughput=r, request_goodput=None if goodput is None else goodput[i])
+        f = tmp_path / f"c{c}.json"
+        f.write_text(json.dumps(d))
+        out.append(str(f))
+    return out
+
+
+def _offers_a_higher_cap(d) -> bool:
+    return any("--max-num-seqs" in c["flags_add"] for c in d["changes"])
+
+
+def test_a_flat_sweep_is_saturation_and_the_fleet_is_sized_on_goodput(tmp_path, capsys):
+    files = sweep_files(tmp_path, (4.0, 4.1, 4.1, 4.05), goodput=(4.0, 3.9, 2.0, 0.5))
+    rc, out, err = main_out([*SAT_ARGS, "--sweep", *files], capsys)
+    d = json.loads(out)
+    assert rc == 0 and d["saturation"]["saturated"] and d["saturation"]["roof_rps"] == 4.1
+    assert not _offers_a_higher_cap(d)
+    from inferopt.planning.capacity import plan_instances
+
+    plan = plan_instances(20, 4.0, gpus_per_instance=1)   # goodput at the SLO, not the roof of 4.1 req/s
+    assert d["saturation"]["fleet"]["instances"] == plan.instances == 7
+    assert d["changes"][0]["id"] == "add_replicas" and d["worst_metric"] == "goodput_rps"
+    assert "saturated at 4.1 req/s (the throughput roof)" in d["next_step"] and "7 replicas" in d["next_step"]
+
+
+def test_a_rising_sweep_is_not_saturation_and_the_checker_rejects_the_old_answer(tmp_path, capsys):
+    rising = sweep_files(tmp_path, (1.0, 1.9, 3.7, 7.0))
+    d = json.loads(main_out([*SAT_ARGS, "--sweep", *rising], capsys)[1])
+    assert d["saturation"]["saturated"] is False and _offers_a_higher_cap(d)   # the cap still buys throughput
+    old = json.loads(main_out(SAT_ARGS, capsys)[1])     # no sweep: the rule tree's answer, as before issue 50
+    with pytest.raises(AssertionError):
+        assert not _offers_a_higher_cap(old)
+
+
+def test_a_course_sweep_file_shows_the_roof(tmp_path, capsys):
+    from inferopt.bench.results import ResultWriter
+
+    path = tmp_path / "sweep.jsonl"
+    with ResultWriter(path, run="s") as wr:
+        for c, r in ((1, 2.0), (2, 3.8), (4, 4.0), (8, 4.05)):
+            wr.summary({"concurrency": c, "completed": 60, "request_throughput_rps": r, "ttft_p95_ms": 100 * c,
+                        "tpot_p95_ms": 20})
+    d = json.loads(main_out([*SAT_ARGS, "--sweep", str(path), "--slo-ttft-p95-ms", "500", "--slo-tpot-p95-ms", "50"],
+                            capsys)[1])
+    sat = d["saturation"]
+    assert sat["saturated"] and sat["knee"] == 2 and sat["goodput_rps"] == 4.0   # concurrency 4 meets TTFT 500 ms
+    assert sat["fleet"]["base_instances"] == 5
+
+
+def test_a_sweep_over_two_loads_is_refused_in_one_line(tmp_path, capsys):
+    f = tmp_path / "bad.yaml"
+    f.write_text("metrics: {throughput_tok_s: 900}\nslos: {throughput_tok_s: 2000}\n"
+                 "sweep: [{concurrency: 4, request_throughput_rps: 2}, {rate: 8, request_throughput_rps: 2}]\n")
+    rc, out, err = main_out(["--input", str(f)], capsys)
+    assert rc == 2 and err.startswith("error: sweep: the levels vary ['concurrency', 'rate']; give one sweep")

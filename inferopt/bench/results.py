@@ -463,3 +463,43 @@ def load_baseline(path, label: str | None = None) -> dict:
     if isinstance(data, dict) and ("mean_ttft_ms" in data or "ttfts" in data):
         return from_vllm_bench(p)
     return from_bench_records(data if isinstance(data, list) else [data], label)
+
+
+# ---------------------------------------------------------------- a sweep for the diagnosis's throughput roof
+_SWEEP_KEYS = ("request_throughput_rps", "goodput_rps", "ttft_p95_ms", "tpot_p95_ms")
+
+
+def load_sweep(paths) -> list[dict]:
+    """Sweep levels (inferopt.diagnosis.saturation) from files: the course's sweep JSON lines (one summary
+    line a level, load = its concurrency or rate) and/or ``vllm bench serve --save-result`` JSONs (one level
+    each: load = max_concurrency, else a finite request_rate; request_throughput, request_goodput, p95s)."""
+    levels = []
+    for path in [paths] if isinstance(paths, (str, Path)) else paths:
+        p = Path(path)
+        if not p.exists():
+            raise CourseError(f"--sweep {path}: no such file")
+        if p.suffix == ".jsonl":
+            _, sums = read_jsonl(p)
+            for s in sums:
+                load = {k: s[k] for k in ("concurrency", "rate") if s.get(k) is not None}
+                levels.append({**load, **{k: s[k] for k in _SWEEP_KEYS if s.get(k) is not None},
+                               "requests": s.get("completed")})
+            continue
+        d = _load_json(p)
+        if "request_throughput" not in d:
+            raise CourseError(f"--sweep {path}: neither the course's sweep JSON lines nor a `vllm bench serve` result")
+        rate = d.get("request_rate")
+        if d.get("max_concurrency") is not None:
+            load = {"concurrency": d["max_concurrency"]}
+        elif rate not in (None, "inf") and not (isinstance(rate, float) and math.isinf(rate)):
+            load = {"rate": float(rate)}
+        else:
+            raise CourseError(f"--sweep {path}: the run has neither --max-concurrency nor a finite --request-rate, "
+                              "so it measured no load level")
+        summary, _ = import_vllm_bench(p)
+        levels.append({**load, "request_throughput_rps": d["request_throughput"], "requests": d.get("completed"),
+                       **({"goodput_rps": d["request_goodput"]} if d.get("request_goodput") is not None else {}),
+                       **{k: summary[k] for k in ("ttft_p95_ms", "tpot_p95_ms") if summary.get(k) is not None}})
+    if not levels:
+        raise CourseError(f"--sweep {paths}: no level found (a sweep's summary lines, or vllm bench serve results)")
+    return [{k: v for k, v in lv.items() if v is not None} for lv in levels]

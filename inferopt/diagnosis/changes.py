@@ -3,17 +3,18 @@ actions plus the free fixes it lacks (``config_fixes``) and vLLM's start remedie
 each offered once, labelled and ordered by cost (``cost``: free before accuracy before hardware)."""
 from __future__ import annotations
 
-from inferopt.diagnosis import config_fixes, cost, knowledge, start_failure
+from inferopt.diagnosis import config_fixes, cost, knowledge, saturation, start_failure
 from inferopt.diagnosis.inputs import Baseline, Deployment, Workload
 from inferopt.diagnosis.tree import Walk
 
 
 def complete(walk: Walk, branch_id: str, w: Workload, dep: Deployment | None, b: Baseline, on: set,
-             failing: list, thresholds: dict, mem: dict | None, techs: dict) -> None:
+             failing: list, thresholds: dict, mem: dict | None, techs: dict, sat: dict | None = None) -> None:
     """Add the free fixes and start remedies to ``walk.actions``, drop repeats, label every item with
     its cost and sort recommendations and actions in the order to try them (in place)."""
     recs, actions = walk.recs, walk.actions
     actions += config_fixes.extra_actions(branch_id, walk.facts, w, dep, b, on, failing, thresholds, walk.path)
+    saturation.apply(sat, actions, w, dep)   # a throughput roof: no cap to raise, the fleet sized on goodput
     if branch_id == "C" and mem is not None and not mem["will_start"]:
         per_node = int(w.gpus_per_node or w.num_gpus)
         actions[:0] = start_failure.remedies(mem, w, min(int(w.num_gpus), per_node))

@@ -17,7 +17,7 @@ from inferopt.diagnosis.inputs import Baseline, Deployment, SLOs, Workload
 from inferopt.errors import CourseError
 
 # which branch a failing metric sends you to
-METRIC_BRANCH = {"oom": "C", "ttft_p95_ms": "A", "tpot_p95_ms": "B", "throughput_tok_s": "B", "e2e_p95_ms": "B",
+METRIC_BRANCH = {"oom": "C", "ttft_p95_ms": "A", "tpot_p95_ms": "B", "throughput_tok_s": "B", "e2e_p95_ms": "B", "goodput_rps": "B",
                  "ttft_p99_ms": "D", "tpot_p99_ms": "D"}
 
 

@@ -109,6 +109,7 @@ WORKLOAD_FIELDS = {
     "draft_model": "draft model name for speculative decoding",
     "draft_dtype": "dtype of the draft model's weights: bf16, fp16, fp8, int8 or int4",
     "int4_kernel": "kernel that runs INT4 weights: marlin or other",
+    "target_rps": "request rate the service must carry, req/s (with a sweep: sizes the fleet on goodput)",
 }
 # The deployment (all optional): with it the memory calculator (inferopt.planning.memory) decides
 # whether the weights fit, whether KV or weights dominate, and what each candidate change frees.
@@ -293,6 +294,7 @@ class Workload:
     draft_model: str | None = None
     draft_dtype: str | None = None
     int4_kernel: str | None = None
+    target_rps: float | None = None
 
     @classmethod
     def from_dict(cls, d) -> Workload:
