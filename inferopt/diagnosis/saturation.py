@@ -3,7 +3,8 @@
 A sweep (levels of load: concurrency, request rate, or the --max-num-seqs cap, each with the completed
 requests per second it measured) shows the engine's throughput roof: once completions per second stop
 rising with load, more load or a higher cap only lengthens the queue (Little's law: the requests in the
-system grow, the rate out does not). Then no per-engine knob of the queue helps ("raise --max-num-seqs"
+system grow, the rate out does not); in an open-loop (request-rate) sweep, completions per second short
+of the offered rate say the same. Then no per-engine knob of the queue helps ("raise --max-num-seqs"
 is withdrawn); the fleet is sized on goodput at the SLO, the requests per second one replica completes
 *within* the SLOs (DistServe, Zhong et al., OSDI 2024, §2; vLLM bench serve --goodput), with the course's
 capacity math (:func:`inferopt.planning.capacity.plan_instances`).
@@ -20,7 +21,8 @@ from inferopt.errors import CourseError
 
 LOAD_KEYS = ("concurrency", "rate", "max_num_seqs")
 LEVEL_FIELDS = (*LOAD_KEYS, "request_throughput_rps", "goodput_rps", "ttft_p95_ms", "tpot_p95_ms", "requests")
-FLAT = 0.10        # completions/s within 10 % of the roof count as on it
+FLAT = 0.10        # completions/s within 10 % of the roof count as on it (and, open loop, 10 % short of the
+                   # offered rate counts as falling behind it)
 MORE_LOAD = 1.5    # ... while the load grew at least 1.5x past the first level on it
 GONE = ("raise_concurrency",)   # actions that raise the cap of a queue (decision_tree.yaml B3)
 
@@ -73,6 +75,14 @@ def roof(levels: list) -> dict | None:
     last = levels[-1]
     key = last["load_key"].replace("_", " ")
     saturated = last is not knee and last["load"] >= MORE_LOAD * knee["load"]
+    behind = [lv for lv in levels if lv["load_key"] == "rate" and lv["request_throughput_rps"] < (1 - FLAT) * lv["load"]]
+    if behind and not saturated:   # open loop: arrivals outrun completions, so the queue grows without bound
+        lv = behind[0]
+        text = (f"saturated: at rate {lv['load']:g} req/s only {lv['request_throughput_rps']:.3g} requests/s complete "
+                f"(the throughput roof, {top:.3g} req/s over the sweep): the arrivals outrun it and the queue grows "
+                "without bound")
+        return {"saturated": True, "roof_rps": top, "knee": lv["load"], "last": last["load"],
+                "load_key": "rate", "text": text}
     if saturated:
         text = (f"saturated: {top:.3g} completed requests/s is the throughput roof, reached at {key} {knee['load']:g} "
                 f"and not passed at {key} {last['load']:g} ({last['load'] / knee['load']:.1f}x the load, "
