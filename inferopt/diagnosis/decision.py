@@ -80,6 +80,7 @@ from inferopt.diagnosis.inputs import (  # noqa: F401 (re-exported)
 from inferopt.diagnosis.memory_view import _memory_candidates, _memory_view  # noqa: F401 (re-exported)
 from inferopt.diagnosis.model_view import model_view as _model_view
 from inferopt.diagnosis.report import Diagnosis, all_met_step, format_text, next_step  # noqa: F401 (re-exported)
+from inferopt.diagnosis.report import _not_checked as _not_checked_text
 from inferopt.diagnosis.signals import read_metrics_source, signals_from_metrics  # noqa: F401 (re-exported)
 from inferopt.diagnosis.sizing import _flags_for, _pow2_floor, _size_action, _tp_size  # noqa: F401 (re-exported)
 from inferopt.diagnosis.tree import _clause_holds, _cond_holds, _conflicts, walk_branch  # noqa: F401 (re-exported)
@@ -146,6 +147,11 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None, 
     model = _model_view(b, s, w, dep, mem_out, worst)
     if sat and sat["saturated"] and model.get("candidates"):   # the measured roof outranks the model's cap
         model["candidates"] = [c for c in model["candidates"] if c["id"] != "raise_max_num_seqs"]
+    if model.get("candidates"):   # what the model ranks joins the change list, with its predicted after-metrics
+        changes = _changes.with_model(changes, model["candidates"])
+        if changes[0]["kind"] == "model":
+            flags, flags_remove = list(changes[0]["flags_add"]), list(changes[0]["flags_remove"])
+            nxt = _changes.model_step(changes[0], model["predicted"]) + _not_checked_text(not_checked)
     return Diagnosis(branch_id, branch["title"], worst, failing, branches_failing, walk.path, walk.matched,
                      [r["id"] for r in walk.recs], walk.recs, walk.actions, walk.already, walk.skipped, conflicts,
                      flags, flags_remove, nxt, sorted(on_list), changes, not_checked, walk.undecided,
