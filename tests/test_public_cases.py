@@ -14,7 +14,14 @@ from inferopt.errors import CourseError
 from inferopt.planning.planner import load_scenario, make_plan
 
 DATA = yaml.safe_load((Path(__file__).parent / "data" / "public_cases.yaml").read_text(encoding="utf-8"))["cases"]
-KINDS = {"hardware", "cost", "start", "topology", "inputs", "plan", "sample", "saturation"}
+# a case may take its input (and source) from a sourced case of the model's suite: `input_from: <its id>`
+_MODEL = {c["id"]: c for c in yaml.safe_load((Path(__file__).parent / "data" / "public_cases_model.yaml")
+                                            .read_text(encoding="utf-8"))["cases"]}
+for _c in DATA:
+    if "input_from" in _c:
+        _c["input"] = _MODEL[_c["input_from"]]["input"]
+        _c["source"] = _MODEL[_c["input_from"]]["source"] + " (tests/data/public_cases_model.yaml " + _c["input_from"] + ")"
+KINDS = {"hardware", "cost", "start", "topology", "inputs", "plan", "sample", "saturation", "model"}
 
 
 def _merge(a: dict, b: dict) -> dict:
@@ -131,6 +138,8 @@ def check(case, ans, err) -> list[str]:
     for flag in e.get("flag_offered", []):
         if not any(flag in c["flags_add"] for c in ans.changes):
             bad.append(f"does not offer {flag}")
+    if "first_predicted" in e and (not ans.changes or "predicted" not in ans.changes[0]):
+        bad.append("the first change carries no predicted after-metrics")
     if "requests_need" in e:
         need = [v["need"] for v in (ans.sample or {}).get("verdicts", []) if v["passed"] is None]
         if e["requests_need"] not in need:
@@ -160,7 +169,7 @@ def check(case, ans, err) -> list[str]:
 
 def test_the_new_kinds_are_answered_through_the_cli():
     """Issue 50's kinds (inputs checked for meaning, sample size, saturation) run the command a user runs."""
-    new = [c for c in DATA if c["kind"] in ("sample", "saturation") or c.get("issue") == 50]
+    new = [c for c in DATA if c["kind"] in ("sample", "saturation", "model") or c.get("issue") == 50]
     assert len(new) >= 10 and all(c.get("cli") for c in new)
 
 
@@ -205,6 +214,9 @@ def test_the_checker_rejects_wrong_answers():
         ("concurrency-still-rising", {"saturated": True}),
         ("p99-slo-from-200-requests", {"next_has": "All SLOs are met"}),
         ("prompt-plus-output-past-max-model-len", {"branch": "B"}),
+        ("model-eager-left-on", {"first_id": "speculative_decoding"}),   # the tree's answer before the model's joined
+        ("model-tp8-for-a-gpu-sized-model", {"no_changes": True}),
+        ("model-seq-cap-binds", {"no_changes": True}),
     ]
     for cid, exp in wrong:
         case = {**by_id[cid], "expect": exp}
