@@ -123,7 +123,7 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None, 
     branches_failing, worst = rank_failing(failing, steps)
     verdicts = _sample.tail_verdicts(b, s, failing)   # a pass on a tail percentile needs the requests to show it
     unproven = [v for v in verdicts if v["passed"] is None]
-    if any(v["requests"] is None for v in verdicts):
+    if not failing and any(v["requests"] is None for v in verdicts):   # a stop that rests on sample values alone
         warnings.append(next(v["text"] for v in verdicts if v["requests"] is None))
     sample = {"requests": None if b.requests is None else int(b.requests), "verdicts": verdicts}
     if not failing:  # nothing to fix: stop (or set an SLO first, or measure enough requests to say so)
