@@ -176,7 +176,8 @@ def test_no_cycle_without_one(tmp_path):
 # ---------------------------------------------------------------- layers (CONTRIBUTING.md, "layer by layer")
 LAYERS = ["base", "engines", "live parts", "views", "commands"]
 # pure functions that live beside the live code they serve (no process, no network): engines
-PURE_PARSERS = ("bench", "bench.metrics", "bench.results", "bench.spec_decode", "monitoring", "monitoring.metrics_parse")
+PURE_PARSERS = ("bench", "bench.metrics", "bench.results", "bench.spec_decode", "bench.stats", "monitoring",
+                "monitoring.metrics_parse")
 # pure readers of the stored notebooks (what their outputs say; which notebook quotes which run): engines
 STORED_READERS = ("stored_outputs", "stored_quotes")
 

@@ -178,3 +178,13 @@ def test_gate_thresholds_move_up_to_the_next_bucket_bound():
     assert alerts.slos_on_bucket_bounds(alerts.SLOs(ttft_p95_s=0.5, tpot_p95_s=0.05)).ttft_p95_s == 0.5   # on a bound
     with pytest.raises(CourseError, match="above the last finite bucket"):
         alerts.bucket_bound_at_or_above("vllm:request_time_per_output_token_seconds", 100.0)
+
+
+def test_a_threshold_in_ms_where_seconds_are_due_is_refused():
+    """Issue 50: --ttft-p95-s 500 (a ms value) was accepted; a TTFT threshold at or above the whole-request
+    one can never trip, so it is refused with the value in seconds to give."""
+    with pytest.raises(CourseError, match=r"ttft_p95_s=500 s is not below max_request_s=30 s.*give 0\.5"):
+        alerts.SLOs(ttft_p95_s=500)
+    with pytest.raises(CourseError, match=r"tpot_p95_s=50 s .*give 0\.05"):
+        alerts.SLOs(tpot_p95_s=50)
+    assert alerts.SLOs(ttft_p95_s=0.5, tpot_p95_s=0.05).max_request_s == 30.0
