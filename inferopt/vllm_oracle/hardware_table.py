@@ -142,11 +142,12 @@ def generate() -> dict:
 
 # What the GPU side of a stub answers, cited (not called: the CPU build lacks it). Printed with every answer that
 # turns on the stub, never in place of it.
-FA_CITED = ("on a GPU the CUDA wheel's FlashAttention extension decides: vllm_flash_attn/flash_attn_interface.py "
-            "_is_fa2_supported (FA2 from capability 8.0) and _is_fa3_supported (FA3 on 9.x), when the wheel's "
-            "_vllm_fa2_C/_vllm_fa3_C load; v1/attention/backends/fa_utils.py get_flash_attn_version (Hopper prefers "
-            "FA3, Blackwell FA4) and flash_attn_supports_kv_cache_dtype (FP8 KV with FA3 on 9.x or FA4 on 10.x); "
-            "platforms/cuda.py _get_backend_priorities ranks FLASH_ATTN first except on 10.x")
+FA_CITED = ("on a GPU the CUDA wheel's FlashAttention extension decides (cited, not called): "
+            "vllm_flash_attn/flash_attn_interface.py _is_fa2_supported and _is_fa3_supported, each true only when its "
+            "compiled _vllm_fa2_C / _vllm_fa3_C loads (the CUDA wheel builds them: cmake/external_projects/"
+            "vllm_flash_attn.cmake); v1/attention/backends/fa_utils.py get_flash_attn_version (Hopper prefers FA3, "
+            "Blackwell FA4) and flash_attn_supports_kv_cache_dtype (FP8 KV with FA3 on Hopper or FA4 on Blackwell); "
+            "platforms/cuda.py _get_backend_priorities ranks FLASH_ATTN first except on Blackwell")
 
 
 def _attention_once(kv: str, dtype, cap) -> tuple:
@@ -308,6 +309,20 @@ def _int4_layers() -> dict:
     return out
 
 
+def _marlin_source() -> dict:
+    """What the layer methods' Marlin check asks (marlin_utils.query_marlin_supported_quant_types), per capability."""
+    from vllm.model_executor.layers.quantization.utils import marlin_utils
+
+    from inferopt.planning import gpu_catalog
+
+    caps = sorted({round(float(g["compute_capability"]) * 10) for g in gpu_catalog.catalog().values()})
+    ok = [c for c in caps if marlin_utils.query_marlin_supported_quant_types(has_zp=False, device_capability=c)]
+    return {"file": _vllm_file(marlin_utils.query_marlin_supported_quant_types),
+            "function": "query_marlin_supported_quant_types",
+            "says": f"called with device_capability= each of {caps}: Marlin types from {min(ok)} on "
+                    "(verify_marlin_supported, which the layer's method runs, refuses below)"}
+
+
 def _floors_from_layers(quant: dict, int4: dict) -> None:
     """Each INT4 rule's floor is the lowest capability at which the engine builds the layers (not the config's
     gate alone), with the gate's and the layer check's answers as its sources."""
@@ -326,10 +341,13 @@ def _floors_from_layers(quant: dict, int4: dict) -> None:
         said += "; kernel per capability: " + "; ".join(f"{k} at {', '.join(str(c) for c in sorted(cs))}"
                                                        for k, cs in sorted(by_kernel.items()))
         quant[rid]["min_capability"] = _cap(max(floor, round(quant[rid]["min_capability"] * 10)))
-        quant[rid]["source"].append({"file": "model_executor/layers/linear.py", "function":
-                                     "ReplicatedLinear.__init__ -> quant_config.get_quant_method -> create_weights "
-                                     "(kernels/linear/__init__.py choose_mp_linear_kernel)",
-                                     "says": said[:600]})
+        quant[rid]["source"].append({"file": "model_executor/layers/linear.py", "function": "ReplicatedLinear.__init__",
+                                     "says": ("built under each catalog GPU with the checkpoint's quant_config "
+                                              "(its get_quant_method constructs the layer's method, whose check runs; "
+                                              "create_weights calls kernels/linear/__init__.py choose_mp_linear_kernel): "
+                                              + said)[:700]})
+        if not any(x["function"] == "query_marlin_supported_quant_types" for x in quant[rid]["source"]):
+            quant[rid]["source"].append(_marlin_source())
 
 
 def _monotonic_floor(ok: dict, what: str) -> int:
