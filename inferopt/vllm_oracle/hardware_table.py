@@ -40,6 +40,7 @@ regenerated. What cannot be asked on a CPU: target_platform.NOT_RUN.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
 import inspect
@@ -219,12 +220,12 @@ def _attention_pick(row: dict, kv: str, dtype, cap) -> None:
         f"lacks ({why[:300]}); what a GPU does: not_determinable.flash_attn_extension")
 
 
-# The INT4 checkpoints the course names, as their quantize_config.json holds them (4 bits, group 128: the common
-# AutoGPTQ / AutoAWQ export), and the rule each one's floor fills.
+# The INT4 checkpoints the course names, as their config.json's quantization_config holds them (4 bits, group 128:
+# the common AutoGPTQ / AutoAWQ export; the AWQ one is assets/models/llama-3.1-8b-instruct-awq-int4.json's), by the
+# rule each one's floor fills.
 INT4_CHECKPOINTS = {
-    "gptq": ("gptq", {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True}),
-    "int4_marlin": ("awq", {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True,
-                            "version": "gemm"}),
+    "gptq": {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True},
+    "int4_marlin": {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"},
 }
 # llama-3.1-8b's linear layers at TP 1 (input, output features): qkv, o, gate_up, down
 LINEAR_SHAPES = {"qkv_proj": ("hidden_size", "qkv"), "o_proj": ("hidden_size", "hidden_size"),
@@ -244,22 +245,31 @@ def _layer_shapes() -> dict:
     return {name: (size[i], size[o]) for name, (i, o) in LINEAR_SHAPES.items()}
 
 
-def _model_parallel_once() -> None:
-    """One-process tensor-parallel group (gloo, a file in a temporary folder): what a linear layer's constructor
-    asks for its TP size. Nothing listens on a port."""
-    import os
+@contextlib.contextmanager
+def _model_parallel():
+    """A one-process tensor-parallel group (gloo, rendezvous through a file in a temporary folder: nothing listens
+    on a port) for the block: what a linear layer's constructor asks for its TP size. Torn down after, so the
+    worker's later jobs see the process as before."""
+    import shutil
     import tempfile
 
     from vllm.config import VllmConfig, set_current_vllm_config
     from vllm.distributed import parallel_state as ps
 
     if ps.model_parallel_is_initialized():
+        yield
         return
-    path = os.path.join(tempfile.mkdtemp(prefix="inferopt-oracle-tp-"), "rendezvous")
-    with set_current_vllm_config(VllmConfig()):
-        ps.init_distributed_environment(world_size=1, rank=0, local_rank=0, distributed_init_method=f"file://{path}",
-                                        backend="gloo")
-        ps.initialize_model_parallel(1, 1)
+    folder = tempfile.mkdtemp(prefix="inferopt-oracle-tp-")
+    try:
+        with set_current_vllm_config(VllmConfig()):
+            ps.init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo",
+                                            distributed_init_method=f"file://{folder}/rendezvous")
+            ps.initialize_model_parallel(1, 1)
+        yield
+    finally:
+        ps.destroy_model_parallel()
+        ps.destroy_distributed_environment()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _int4_layers() -> dict:
@@ -269,44 +279,56 @@ def _int4_layers() -> dict:
     config's get_quant_method constructs the layer's method, whose own check runs, and its create_weights calls
     vLLM's kernel chooser choose_mp_linear_kernel). {gpu id: {compute_capability, <rule>: kernel class name or
     None, <rule>_refusal: the line vLLM raised}}."""
-    import torch
-    from vllm.config import VllmConfig, set_current_vllm_config
-    from vllm.model_executor.layers.linear import ReplicatedLinear
-    from vllm.model_executor.layers.quantization import get_quantization_config
-    from vllm.platforms import current_platform
 
     from inferopt.planning import gpu_catalog
-    from inferopt.vllm_oracle import target_platform
 
-    _model_parallel_once()
     shapes = _layer_shapes()
     out = {}
-    for gid in gpu_catalog.ids():
-        with target_platform.use(gid):
-            cap = current_platform.get_device_capability().to_int()
-            dtype = torch.bfloat16 if torch.bfloat16 in current_platform.supported_dtypes else torch.float16
-            row = {"compute_capability": _cap(cap)}
-            for rid, (method, qc) in INT4_CHECKPOINTS.items():
-                cfg = get_quantization_config(method).from_config(dict(qc))
-                kernels, refusal = set(), None
-                if cap < cfg.get_min_capability():
-                    refusal = (f"VllmConfig: The quantization method {cfg.get_name()} is not supported for the current "
-                               f"GPU. Minimum capability: {cfg.get_min_capability()}. Current capability: {cap}.")
-                else:
-                    try:
-                        with set_current_vllm_config(VllmConfig()):
-                            for name, (i, o) in shapes.items():
-                                layer = ReplicatedLinear(i, o, bias=False, quant_config=cfg, params_dtype=dtype,
-                                                         prefix=f"model.layers.0.{name}")
-                                k = getattr(layer.quant_method, "kernel", None)
-                                kernels.add(type(k).__name__ if k is not None else type(layer.quant_method).__name__)
-                    except ValueError as exc:       # the layer method's own check (verify_marlin_supported, ...)
-                        refusal = f"{type(cfg).__name__}.get_quant_method: {' '.join(str(exc).split())}"[:400]
-                row[rid] = None if refusal else ", ".join(sorted(kernels))
-                if refusal:
-                    row[f"{rid}_refusal"] = refusal
-            out[gid] = row
+    with _model_parallel():
+        for gid in gpu_catalog.ids():
+            out[gid] = _int4_row(gid, shapes)
     return out
+
+
+def _int4_row(gid: str, shapes: dict) -> dict:
+    """One catalog GPU's row of :func:`_int4_layers` (inside the tensor-parallel group)."""
+    import json
+
+    import torch
+    from vllm.config import set_current_vllm_config
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.model_executor.layers.linear import ReplicatedLinear
+    from vllm.platforms import current_platform
+
+    from inferopt.vllm_oracle import target_platform
+    from inferopt.vllm_oracle.engine_config import model_folder, one_line
+
+    with target_platform.use(gid):
+        cap = current_platform.get_device_capability().to_int()
+        dtype = torch.bfloat16 if torch.bfloat16 in current_platform.supported_dtypes else torch.float16
+        row = {"compute_capability": _cap(cap)}
+        for rid, qc in INT4_CHECKPOINTS.items():
+            # llama-3.1-8b's config.json with the checkpoint's quantization_config: vLLM reads the method from it
+            folder = model_folder("llama-3.1-8b", json.dumps({"quantization_config": qc}))
+            kernels, refusal = set(), None
+            try:
+                vc = EngineArgs(model=folder, skip_tokenizer_init=True).create_engine_config()
+            except ValueError as exc:           # the config's gate (VllmConfig._get_quantization_config)
+                refusal = one_line(exc)
+            else:
+                try:
+                    with set_current_vllm_config(vc):
+                        for name, (i, o) in shapes.items():
+                            layer = ReplicatedLinear(i, o, bias=False, quant_config=vc.quant_config,
+                                                     params_dtype=dtype, prefix=f"model.layers.0.{name}")
+                            k = getattr(layer.quant_method, "kernel", None)
+                            kernels.add(type(k).__name__ if k is not None else type(layer.quant_method).__name__)
+                except ValueError as exc:       # the layer method's own check (verify_marlin_supported, ...)
+                    refusal = f"{type(vc.quant_config).__name__}.get_quant_method: {one_line(exc)}"
+            row[rid] = None if refusal else ", ".join(sorted(kernels))
+            if refusal:
+                row[f"{rid}_refusal"] = refusal[:400]
+    return row
 
 
 def _marlin_source() -> dict:
