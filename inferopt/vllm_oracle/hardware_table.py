@@ -151,6 +151,17 @@ FA_CITED = ("on a GPU the CUDA wheel's FlashAttention extension decides (cited, 
             "platforms/cuda.py _get_backend_priorities ranks FLASH_ATTN first except on Blackwell")
 
 
+def _probe_geometry() -> dict:
+    """The attention probe's shape: llama-3.1-8b's heads, KV heads and head size (its config.json)."""
+    import json
+
+    from inferopt.vllm_oracle.engine_config import config_path
+
+    c = json.loads(config_path("llama-3.1-8b").read_text(encoding="utf-8"))
+    return {"num_heads": c["num_attention_heads"], "num_kv_heads": c["num_key_value_heads"],
+            "head_size": c["hidden_size"] // c["num_attention_heads"]}
+
+
 def _attention_once(kv: str, dtype, cap) -> tuple:
     """(backend vLLM picks, its refusal line or None, FlashAttention version or None) under the current target
     and the current state of the FlashAttention package: get_valid_backends' candidates in vLLM's priority order,
@@ -163,7 +174,8 @@ def _attention_once(kv: str, dtype, cap) -> tuple:
 
     from inferopt.vllm_oracle.engine_config import model_folder
 
-    sel = AttentionSelectorConfig(head_size=128, dtype=dtype, kv_cache_dtype=kv, block_size=None)
+    geo = _probe_geometry()
+    sel = AttentionSelectorConfig(head_size=geo["head_size"], dtype=dtype, kv_cache_dtype=kv, block_size=None)
     valid, invalid = current_platform.get_valid_backends(cap, sel)
     chosen, refusal = None, None
     vc = EngineArgs(model=model_folder("llama-3.1-8b"), skip_tokenizer_init=True,
@@ -172,7 +184,8 @@ def _attention_once(kv: str, dtype, cap) -> tuple:
         try:
             with set_current_vllm_config(vc):
                 cand.backend_class.get_impl_cls()(
-                    num_heads=32, head_size=128, scale=128 ** -0.5, num_kv_heads=8,
+                    num_heads=geo["num_heads"], head_size=geo["head_size"], scale=geo["head_size"] ** -0.5,
+                    num_kv_heads=geo["num_kv_heads"],
                     alibi_slopes=None, sliding_window=None, kv_cache_dtype=kv)
             chosen = cand.backend.name
             break
@@ -182,7 +195,7 @@ def _attention_once(kv: str, dtype, cap) -> tuple:
         refusal = refusal or "no valid backend: " + "; ".join(
             f"{b.name}: {', '.join(r)}" for b, (_, r) in invalid.items())
     with set_current_vllm_config(vc):
-        fa = fa_utils.get_flash_attn_version(head_size=128) if chosen == "FLASH_ATTN" else None
+        fa = fa_utils.get_flash_attn_version(head_size=geo["head_size"]) if chosen == "FLASH_ATTN" else None
     reasons = {b.name: r for b, (_, r) in invalid.items()}
     return chosen, (None if chosen else refusal), fa, reasons
 
@@ -220,13 +233,23 @@ def _attention_pick(row: dict, kv: str, dtype, cap) -> None:
         f"lacks ({why[:300]}); what a GPU does: not_determinable.flash_attn_extension")
 
 
-# The INT4 checkpoints the course names, as their config.json's quantization_config holds them (4 bits, group 128:
-# the common AutoGPTQ / AutoAWQ export; the AWQ one is assets/models/llama-3.1-8b-instruct-awq-int4.json's), by the
-# rule each one's floor fills.
-INT4_CHECKPOINTS = {
-    "gptq": {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True},
-    "int4_marlin": {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"},
-}
+# The INT4 checkpoints the course names, by the rule each one's floor fills: the shipped AWQ checkpoint's own
+# quantization_config (assets/models/llama-3.1-8b-instruct-awq-int4.json), and a GPTQ export of the same width
+# and group (AutoGPTQ's symmetric 4-bit layout, desc_act off).
+AWQ_MODEL = "llama-3.1-8b-instruct-awq-int4"
+
+
+def _int4_checkpoints() -> dict:
+    import json
+
+    from inferopt.vllm_oracle.engine_config import config_path
+
+    awq = json.loads(config_path(AWQ_MODEL).read_text(encoding="utf-8"))["quantization_config"]
+    gptq = {"quant_method": "gptq", "bits": awq["bits"], "group_size": awq["group_size"], "desc_act": False,
+            "sym": True}
+    return {"gptq": gptq, "int4_marlin": awq}
+
+
 # llama-3.1-8b's linear layers at TP 1 (input, output features): qkv, o, gate_up, down
 LINEAR_SHAPES = {"qkv_proj": ("hidden_size", "qkv"), "o_proj": ("hidden_size", "hidden_size"),
                  "gate_up_proj": ("hidden_size", "gate_up"), "down_proj": ("intermediate_size", "hidden_size")}
@@ -307,7 +330,7 @@ def _int4_row(gid: str, shapes: dict) -> dict:
         cap = current_platform.get_device_capability().to_int()
         dtype = torch.bfloat16 if torch.bfloat16 in current_platform.supported_dtypes else torch.float16
         row = {"compute_capability": _cap(cap)}
-        for rid, qc in INT4_CHECKPOINTS.items():
+        for rid, qc in _int4_checkpoints().items():
             # llama-3.1-8b's config.json with the checkpoint's quantization_config: vLLM reads the method from it
             folder = model_folder("llama-3.1-8b", json.dumps({"quantization_config": qc}))
             kernels, refusal = set(), None
@@ -348,7 +371,7 @@ def _marlin_source() -> dict:
 def _floors_from_layers(quant: dict, int4: dict) -> None:
     """Each INT4 rule's floor is the lowest capability at which the engine builds the layers (not the config's
     gate alone), with the gate's and the layer check's answers as its sources."""
-    for rid in INT4_CHECKPOINTS:
+    for rid in _int4_checkpoints():
         ok = {round(r["compute_capability"] * 10): r[rid] is not None for r in int4.values()}
         floor = _monotonic_floor(ok, f"vLLM's {rid} layers")
         below = max((c for c, v in ok.items() if not v), default=None)
