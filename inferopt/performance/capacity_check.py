@@ -4,10 +4,12 @@
    ``--max-num-seqs N`` holds only while the mean time in the system stays under N / λ. Nothing else is assumed.
 2. **The performance model** (:func:`inferopt.performance.predict.predict`), for each layout of the instance's GPUs the
    memory calculator lets start, with every factor the model *states* rather than fits varied over the range
-   ``assets/performance/stated_ranges.yaml`` cites. The model is monotone in each factor, so the range of the
-   highest rate a layout holds is spanned by two corners: every factor at its slow end, and every factor at its
-   fast end. The verdict on the plan's rate is the range, never one point: "holds" only where the slow corner
-   holds it, "misses" only where even the fast corner misses it, and otherwise "the model cannot say".
+   ``assets/performance/stated_ranges.yaml`` cites: the highest rate a layout holds is found with every factor at
+   its slow end, at its nominal value and at its fast end, and the range is the lowest to the highest of the three
+   (the corners span it where the model is monotone in each factor; a layout whose KV cache runs full, with
+   preemption, need not be, so the nominal point counts too). The verdict on the plan's rate is the range, never
+   one point: "holds" only where the whole range holds it, "misses" only where none of it does, and otherwise
+   "the model cannot say".
 3. A rate whose queue grows without bound (the model's ``saturated``) is reported as "the queue grows": its
    latency is set only by how long the simulation ran, so it is never quoted as a multiple of the SLO.
 
@@ -29,10 +31,26 @@ from inferopt.planning import memory, planner, roofline
 STEP_QPS = 5                   # the grid of request rates the highest holding rate is found on
 
 
+FASTER_WHEN_LARGER = ("compute_efficiency", "allreduce_efficiency")   # the others: faster when smaller
+
+
+def check_ranges(factors: dict) -> dict:
+    """``factors`` if every range runs from its slow end through the nominal value to its fast end; else CourseError."""
+    for name, r in factors.items():
+        order = (r["slow"], r["nominal"], r["fast"])
+        ok = order == tuple(sorted(order)) if name in FASTER_WHEN_LARGER else order == tuple(sorted(order, reverse=True))
+        if not ok:
+            bigger = "larger" if name in FASTER_WHEN_LARGER else "smaller"
+            raise CourseError(f"assets/performance/stated_ranges.yaml: {name} runs slow {r['slow']:g}, nominal "
+                              f"{r['nominal']:g}, fast {r['fast']:g}; the model is faster when it is {bigger}, so "
+                              "order the three from the slow end to the fast end")
+    return factors
+
+
 @lru_cache(maxsize=1)
 def stated_ranges() -> dict:
-    """{factor: {'slow', 'nominal', 'fast', 'source'}} from ``assets/performance/stated_ranges.yaml``."""
-    return assets.load("performance/stated_ranges.yaml")["factors"]
+    """{factor: {'slow', 'nominal', 'fast', 'source'}} from ``assets/performance/stated_ranges.yaml``, checked."""
+    return check_ranges(assets.load("performance/stated_ranges.yaml")["factors"])
 
 
 def _setting(gpu: str, end: str) -> tuple[P.Profile, roofline.Roof]:
@@ -58,10 +76,18 @@ class Layout:
     def name(self) -> str:
         return f"TP={self.tp} x {self.replicas}"
 
+    @property
+    def low(self) -> int:
+        return min(self.qps.values())
+
+    @property
+    def high(self) -> int:
+        return max(self.qps.values())
+
     def verdict(self, rate: float) -> str:
-        if self.qps["slow"] >= rate:
+        if self.low >= rate:
             return "holds"
-        if self.qps["fast"] < rate:
+        if self.high < rate:
             return "misses"
         return "the model cannot say"
 
@@ -150,7 +176,7 @@ def check(plan: planner.DeploymentPlan, layouts=(8, 4, 2, 1), sensitivity: bool 
 @dataclass
 class Ship:
     layout: Layout
-    per_instance_qps: float    # the rate sized on: the layout's slow-corner rate
+    per_instance_qps: float    # the rate sized on: the low end of the layout's range
     max_num_seqs: int
     commands: list[str]        # one launch command per replica of an instance
     fleet: cap.InstancePlan
@@ -158,15 +184,15 @@ class Ship:
 
 
 def ship(plan: planner.DeploymentPlan, chk: CapacityCheck) -> Ship:
-    """The layout to ship: the one whose slow corner holds the highest rate (ties: fewer GPUs per replica, the
-    smaller failure unit); sized on that slow-corner rate, so the fleet holds whatever the stated factors turn
-    out to be within their ranges; ``--max-num-seqs`` from Little's law at that rate with the model's mean time
+    """The layout to ship: the one whose range starts highest (ties: fewer GPUs per replica, the smaller failure
+    unit); sized on that low end, so the fleet holds whatever the stated factors turn out to be within their
+    ranges; ``--max-num-seqs`` from Little's law at that rate with the model's mean time
     in the system, rounded up to 16 and never below the plan's; one command per replica."""
     req, pl, c = plan.scenario["requirements"], plan.scenario["plan"], plan.scenario["capacity"]
-    best = max(chk.layouts, key=lambda lay: (lay.qps["slow"], -lay.tp))
-    if best.qps["slow"] <= 0:
+    best = max(chk.layouts, key=lambda lay: (lay.low, -lay.tp))
+    if best.low <= 0:
         raise CourseError("no layout holds the SLOs at any rate even at the slow corner: change the hardware or the SLO")
-    per_replica = best.qps["slow"] / best.replicas
+    per_replica = best.low / best.replicas
     prof, roof = _setting(req["gpu"], "nominal")
     p = predict(req["model"], req["gpu"], tp=best.tp, request_rate=per_replica, weights=pl["weight_format"],
                 kv_dtype=pl["kv_cache_dtype"], input_tokens=req["input_tokens"], output_tokens=req["output_tokens"],
@@ -183,18 +209,18 @@ def ship(plan: planner.DeploymentPlan, chk: CapacityCheck) -> Ship:
         first = r * best.tp
         devices = ",".join(str(d) for d in range(first, first + best.tp))
         commands.append(f"CUDA_VISIBLE_DEVICES={devices} " + " ".join(lc.serve_argv))
-    fleet = cap.plan_instances(c["target_qps"], best.qps["slow"], surge_instances=c["surge_instances"],
+    fleet = cap.plan_instances(c["target_qps"], best.low, surge_instances=c["surge_instances"],
                                redundancy=c["redundancy"], gpus_per_instance=chk.gpus)
     others = []
     for lay in chk.layouts:
         if lay is best:
             continue
-        if lay.qps["slow"] == 0:
-            why = "misses the SLOs at every rate at the slow corner"
-        elif lay.qps["slow"] < best.qps["slow"]:
-            why = (f"holds {lay.qps['slow']:g} QPS at the slow corner against {best.qps['slow']:g}; "
+        if lay.low == 0:
+            why = "misses the SLOs at every rate somewhere in its range"
+        elif lay.low < best.low:
+            why = (f"its range starts at {lay.low:g} QPS against {best.low:g}; "
                    f"binding limit at {chk.rate:g} QPS: {lay.at_plan['limit']}")
         else:
-            why = f"holds as much ({lay.qps['slow']:g} QPS) with more GPUs per replica: a larger failure unit"
+            why = f"holds as much ({lay.low:g} QPS) with more GPUs per replica: a larger failure unit"
         others.append((lay.name, why))
-    return Ship(best, best.qps["slow"], seqs, commands, fleet, others)
+    return Ship(best, best.low, seqs, commands, fleet, others)
