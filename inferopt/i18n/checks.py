@@ -78,10 +78,11 @@ def _term_rx(term: str) -> re.Pattern:
 
 def _zh_rx(term: str) -> re.Pattern:
     """A Chinese form: as it is written; one that begins or ends with a Latin word (``kernel``, ``KV Cache``,
-    ``Jupyter 内核``) only as a whole word there (never inside ``kernels_dir``), case as written."""
+    ``Jupyter 内核``) only as a whole word there (never inside ``kernels_dir``), in any case (the original
+    writes Kernel 优化 at the head of a phrase)."""
     left = r"(?<![A-Za-z0-9_-])" if re.match(r"[A-Za-z0-9]", term) else ""
     right = r"(?![A-Za-z0-9_-])" if re.search(r"[A-Za-z0-9]$", term) else ""
-    return re.compile(left + re.escape(term).replace(r"\ ", r"\s*") + right)
+    return re.compile(left + re.escape(term).replace(r"\ ", r"\s*") + right, re.I if left or right else 0)
 
 
 def _read(text: str, forms: list[tuple[str, int, re.Pattern]]) -> tuple[dict[int, str], str]:
