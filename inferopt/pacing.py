@@ -6,12 +6,17 @@ A chapter states its time in its front matter, e.g. ``**Time**: about 25 minutes
 (``About 10–12 minutes on a 2-core laptop``; a range counts at its upper end). A notebook's
 estimate = reading + working + run.
 
-A plan in INSTRUCTORS.md is a table under an HTML comment ``<!-- plan: NAME -->``: one row per
-block, ``| start | minutes | notebooks | what | without enough cores |``. ``notebooks`` names
-chapters by number (``02b``) and labs as ``lab 1``; a row whose notebooks cell is ``break``
-keeps the minutes it states. ``check_plan`` fails when a row's minutes differ from the sum of
-its notebooks' estimates, when a start is not the previous start plus the previous minutes, or
-when the plan's stated total (``<!-- plan: NAME, total 3:27 -->``) is not the sum.
+A plan in INSTRUCTORS.md is a table under an HTML comment ``<!-- plan: NAME, total 3:27, teaching at most
+3:30 -->``: one row per block, ``| start | minutes | notebooks | who runs it | what | without enough cores |``.
+``notebooks`` names chapters by number (``02b``) and labs as ``lab 1``; a row whose notebooks cell is ``break``
+(a pause) or ``slack`` (time kept free for triage: a learner's failed set-up, a slow engine) keeps the minutes
+it states. ``who runs it`` is one of ``learners`` (each on their own machine), ``room engine`` (learners, their
+live cells attached to the room's one engine), ``instructor demo`` (run once, on the projector), or ``—`` for a
+break or slack. ``check_plan`` fails when a row's minutes differ from the sum of its notebooks' estimates, when a
+start is not the previous start plus the previous minutes, when the plan's stated total is not the sum, when
+the teaching time (every row but the breaks) exceeds the stated budget, when a row names no valid ``who runs
+it``, or when two notebooks of the core path (``assets/course_path.yaml``) come out of its order, so a lab never
+comes before a chapter it needs.
 
     python -m inferopt.pacing            # print every notebook's estimate and each plan's check
     python -m inferopt.pacing --write    # rewrite the plan tables of INSTRUCTORS.md from the estimates
@@ -31,7 +36,10 @@ _NUM = r"(\d+)(?:\s*[–-]\s*(\d+))?"
 _READ = re.compile(_NUM + r"\s+minutes\s+(?:of\s+reading|to\s+read)")
 _WORK = re.compile(_NUM + r"\s+minutes\s+of\s+working")
 _RUN = re.compile(r"(?:[Aa]bout|runs in about)\s+" + _NUM + r"\s+minutes(?:\s+of\s+engine\s+time)?\s+on\s+(?:a\s+)?2")
-_PLAN = re.compile(r"<!--\s*plan:\s*([\w-]+)\s*,\s*total\s+(\d+):(\d\d)\s*-->")
+_PLAN = re.compile(r"<!--\s*plan:\s*([\w-]+)\s*,\s*total\s+(\d+):(\d\d)"
+                   r"(?:\s*,\s*teaching\s+at\s+most\s+(\d+):(\d\d))?\s*-->")
+WHO = ("learners", "room engine", "instructor demo")
+FIXED = ("break", "slack")      # rows that keep the minutes they state
 
 
 @dataclass(frozen=True)
@@ -90,7 +98,8 @@ def _items(cell: str) -> list[str]:
 
 
 def parse_plans(text: str) -> dict[str, dict]:
-    """{name: {"total": minutes, "rows": [(start, minutes, [notebooks], what, fallback)]}} from INSTRUCTORS.md."""
+    """{name: {"total": minutes, "teaching_max": minutes or None, "rows": [(start, minutes, [notebooks], what,
+    fallback, who)]}} from INSTRUCTORS.md."""
     plans = {}
     lines = text.splitlines()
     for i, line in enumerate(lines):
@@ -104,24 +113,43 @@ def parse_plans(text: str) -> dict[str, dict]:
                     break
                 continue
             cells = [c.strip() for c in row.strip().strip("|").split("|")]
-            if cells[0] in ("start", "") or set(cells[0]) <= set("-: "):
+            if cells[0] in ("start", "开始", "") or set(cells[0]) <= set("-: "):
                 continue
-            if len(cells) != 5 or not re.fullmatch(r"\d+:\d\d", cells[0]) or not cells[1].isdigit():
+            if len(cells) != 6 or not re.fullmatch(r"\d+:\d\d", cells[0]) or not cells[1].isdigit():
                 raise CourseError(f"INSTRUCTORS.md plan {m.group(1)}: row {row!r} is not "
-                                  "| h:mm | minutes | notebooks | what | without enough cores |")
+                                  "| h:mm | minutes | notebooks | who runs it | what | without enough cores |")
             h, mm = cells[0].split(":")
-            rows.append((int(h) * 60 + int(mm), int(cells[1]), _items(cells[2]), cells[3], cells[4]))
-        plans[m.group(1)] = {"total": int(m.group(2)) * 60 + int(m.group(3)), "rows": rows}
+            rows.append((int(h) * 60 + int(mm), int(cells[1]), _items(cells[2]), cells[4], cells[5], cells[3]))
+        budget = int(m.group(4)) * 60 + int(m.group(5)) if m.group(4) else None
+        plans[m.group(1)] = {"total": int(m.group(2)) * 60 + int(m.group(3)), "teaching_max": budget, "rows": rows}
     return plans
 
 
 def check_plan(plan: dict) -> list[str]:
     """Every way the plan does not add up (empty: it does)."""
-    problems, t = [], 0
-    for start, minutes, items, what, _fallback in plan["rows"]:
+    from inferopt import assets
+
+    problems, t, teaching = [], 0, 0
+    core = assets.load("course_path.yaml")["core"]
+    seen_core: list[str] = []
+    for start, minutes, items, what, _fallback, *rest in plan["rows"]:
+        who = rest[0] if rest else ""
         if start != t:
             problems.append(f"'{what}' starts at {hm(start)}, but the rows before it end at {hm(t)}")
         if items != ["break"]:
+            teaching += minutes
+        if items in (["break"], ["slack"]):
+            if who not in ("—", "-", ""):
+                problems.append(f"'{what}' is a {items[0]}: its 'who runs it' is '—', not {who!r}")
+        elif who not in WHO:
+            problems.append(f"'{what}': who runs it is {who!r}; say one of {', '.join(WHO)}")
+        for x in items:
+            if x in core:
+                if seen_core and core.index(x) < core.index(seen_core[-1]):
+                    problems.append(f"'{what}': {x} comes after {seen_core[-1]}, but the core path puts it before "
+                                    "(assets/course_path.yaml): a notebook would come before one it needs")
+                seen_core.append(x)
+        if items not in (["break"], ["slack"]):
             est = [estimate(x) for x in items]
             want = sum(e.total for e in est)
             if minutes != want:
@@ -131,7 +159,15 @@ def check_plan(plan: dict) -> list[str]:
         t = start + minutes
     if plan["total"] != t:
         problems.append(f"the plan states a total of {hm(plan['total'])}, but its rows add up to {hm(t)}")
+    if plan.get("teaching_max") is not None and teaching > plan["teaching_max"]:
+        problems.append(f"{hm(teaching)} of teaching (every row but the breaks) against a budget of "
+                        f"{hm(plan['teaching_max'])}: move a block to homework")
     return problems
+
+
+def teaching_minutes(plan: dict) -> int:
+    """Every row's minutes but the breaks' (slack counts: it is teaching time kept free)."""
+    return sum(minutes for _s, minutes, items, *_ in plan["rows"] if items != ["break"])
 
 
 def rewrite(text: str) -> str:
@@ -144,13 +180,14 @@ def rewrite(text: str) -> str:
             out.append(lines[i])
             i += 1
             continue
-        rows = plans[m.group(1)]["rows"]
+        plan = plans[m.group(1)]
         t, body = 0, []
-        for _start, minutes, items, what, fallback in rows:
-            mins = minutes if items == ["break"] else sum(estimate(x).total for x in items)
-            body.append(f"| {hm(t)} | {mins} | {', '.join(items)} | {what} | {fallback} |")
+        for _start, minutes, items, what, fallback, who in plan["rows"]:
+            mins = minutes if items in (["break"], ["slack"]) else sum(estimate(x).total for x in items)
+            body.append(f"| {hm(t)} | {mins} | {', '.join(items)} | {who} | {what} | {fallback} |")
             t += mins
-        out.append(f"<!-- plan: {m.group(1)}, total {hm(t)} -->")
+        budget = f", teaching at most {hm(plan['teaching_max'])}" if plan["teaching_max"] is not None else ""
+        out.append(f"<!-- plan: {m.group(1)}, total {hm(t)}{budget} -->")
         i += 1
         while i < len(lines) and not lines[i].startswith("|"):
             out.append(lines[i])
@@ -158,7 +195,7 @@ def rewrite(text: str) -> str:
         header = []
         while i < len(lines) and lines[i].startswith("|"):
             cells = [c.strip() for c in lines[i].strip().strip("|").split("|")]
-            if cells[0] == "start" or set(cells[0]) <= set("-: "):
+            if cells[0] in ("start", "开始") or set(cells[0]) <= set("-: "):
                 header.append(lines[i])
             i += 1
         out += header + body
@@ -183,7 +220,8 @@ def main(argv=None) -> int:
     for name, plan in parse_plans(text).items():
         problems = check_plan(plan)
         bad += bool(problems)
-        print(f"plan {name}: {'adds up' if not problems else 'does NOT add up'} ({hm(plan['total'])})")
+        print(f"plan {name}: {'adds up' if not problems else 'does NOT add up'} ({hm(plan['total'])}, "
+              f"{hm(teaching_minutes(plan))} of teaching)")
         for p in problems:
             print("  -", p)
     return 1 if bad else 0

@@ -55,3 +55,17 @@ def test_describe_tail_prints_no_percentile_from_few_samples():
     assert "max" in describe_tail("TTFT", many[:-1])      # 19 is still too few
     with pytest.raises(CourseError, match="no values"):
         describe_tail("TTFT", [None])
+
+
+def test_in_engine_request_seconds_weights_each_sample_by_how_long_it_held():
+    """The engine-side half of 05b's Little's-law check: the area under the gauges' step function (each sample holds
+    until the next), not the mean of the samples. Uneven gaps show the difference: 2 requests held 2 s, 1 held 1 s."""
+    from inferopt.bench.experiments import MetricsPoller
+
+    p = MetricsPoller(srv=None)                   # not started: the timeline is given
+    p.timeline = [(0.0, 0.0), (1.0, 2.0), (3.0, 1.0), (4.0, 0.0)]
+    assert p.in_engine_request_seconds() == pytest.approx(5.0)
+    mean_of_samples = sum(n for _, n in p.timeline) / len(p.timeline) * 4.0
+    assert mean_of_samples != pytest.approx(5.0)  # the unweighted reading would be wrong here (3.0)
+    p.timeline = [(0.0, 3.0)]
+    assert p.in_engine_request_seconds() == 0.0   # one sample spans no time

@@ -1,5 +1,5 @@
-"""The maps of the package in README.md and CONTRIBUTING.md match what is on disk and what the
-notebooks import."""
+"""The maps of the package in docs/commands.md (moved there from README.md) and CONTRIBUTING.md match what is on
+disk and what the notebooks import."""
 from __future__ import annotations
 
 import ast
@@ -90,17 +90,17 @@ def test_notebook_imports_reads_function_level_and_from_imports(tmp_path):
 
 
 def test_docs_name_every_subpackage_and_every_layer_module_exists():
-    readme_row = next(line for line in (REPO_ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    docs_row = next(line for line in (REPO_ROOT / "docs" / "commands.md").read_text(encoding="utf-8").splitlines()
                       if line.startswith("| `inferopt/` |"))
     contributing = CONTRIBUTING.read_text(encoding="utf-8")
     layers = contributing[contributing.index("### The package, layer by layer"):contributing.index(START)]
     subpackages = sorted(p.parent.name for p in (REPO_ROOT / "inferopt").glob("*/__init__.py"))
-    assert subpackages == ["bench", "diagnosis", "i18n", "labcheck", "monitoring", "performance", "planning", "serving",
-                           "vllm_oracle", "widgets"]
+    assert subpackages == ["bench", "diagnosis", "i18n", "labcheck", "monitoring", "performance", "planning", "room",
+                           "serving", "vllm_oracle", "widgets"]
     for sub in subpackages:
-        assert f"`{sub}/`" in readme_row, sub
+        assert f"`{sub}/`" in docs_row, sub
         assert f"`{sub}/`" in layers, sub
-    assert "`assets.py`" in readme_row and "`gpu.py`" in readme_row
+    assert "`assets.py`" in docs_row and "`gpu.py`" in docs_row
     # every module the layer table names in a "package/ (`a`, `b`)" group exists
     for pkg, names in re.findall(r"`(\w+)/` \(([^)]*)\)", layers):
         for name in re.findall(r"`(\w+)`", names):

@@ -54,3 +54,21 @@ def test_read_engine_facts_refuses_a_url_with_no_engine():
 
     with pytest.raises(CourseError, match="no vLLM engine answered"):
         read_engine_facts(f"http://127.0.0.1:{free_port('127.0.0.1')}", timeout=2)
+
+
+def test_the_kv_width_of_an_engine_started_elsewhere_comes_from_its_metrics_alone():
+    """A room's engine on another machine: no start-up log here, so no model dtype; /metrics still tells the
+    element width through the block count its explicit budget gave (the course's CPU engine: float32)."""
+    from inferopt import assets
+    from inferopt.serving.engine_facts import facts_from_sources
+
+    sample = assets.text("monitoring/vllm-0.32-metrics-sample.txt")      # 1 GiB budget, 182 blocks of 128
+    f = facts_from_sources(metrics_text=sample)
+    assert f.model_dtype is None and f.kv_dtype_bytes is None             # what the log would have said
+    smollm2 = 2 * 30 * 3 * 64
+    assert f.kv_dtype_bytes_from_budget(smollm2) == 4
+    # the wrong architecture, or no budget, gives no width rather than a wrong one
+    assert f.kv_dtype_bytes_from_budget(2 * 30 * 9 * 64) is None
+    assert facts_from_sources(metrics_text=sample.replace('kv_cache_memory_bytes="1073741824"',
+                                                          'kv_cache_memory_bytes="None"')
+                              ).kv_dtype_bytes_from_budget(smollm2) is None

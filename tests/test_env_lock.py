@@ -7,6 +7,8 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -83,8 +85,17 @@ def test_setup_installs_the_cpu_lock_as_written():
     # the lock's pinned lines, split into disjoint parts, each installed as written by a pip of its own at once; the
     # setup fails when any part fails
     assert "pip install -qq --disable-pip-version-check --no-compile" in out
-    assert re.search(r"grep -E '\^\[A-Za-z0-9\]' requirements-cpu.txt \| awk .*NR % \d+", out), out
-    assert re.search(r'--no-deps -r "\$p" & pids=', out) and "wait $pid || ok=1" in out, out
+    split = re.search(r"grep -E '\^\[A-Za-z0-9\]' requirements-cpu.txt \| awk .*NR % \d+.*?'", out)
+    assert split, out
+    assert re.search(r'--no-deps \$OPTS -r "\$p" & pids=', out) and "wait $pid || ok=1" in out, out
+    # the split itself, run as the recipe runs it: every pinned line in exactly one part, torch in a part of its own
+    # (the one that gets torch's index, tests/test_torch_source.py)
+    with tempfile.TemporaryDirectory() as parts:
+        subprocess.run(["bash", "-c", split.group(0).replace("$PARTS", parts)], cwd=REPO_ROOT, check=True, timeout=60)
+        got = {p.name: p.read_text().splitlines() for p in Path(parts).glob("*.txt")}
+    pinned = [ln for ln in (REPO_ROOT / "requirements-cpu.txt").read_text().splitlines() if re.match("[A-Za-z0-9]", ln)]
+    assert sorted(sum(got.values(), [])) == sorted(pinned) and len(got) == 5, sorted(got)
+    assert got["torch.txt"] == ["torch==2.13.0+cpu"]
     assert "requirements.txt" not in out.replace("requirements-cpu.txt", "")
     # pip skips byte-compiling; `make setup` compiles the venv's site-packages on both cores instead (beside the
     # model's preparation), so no process of the suite or of a learner compiles vLLM's modules at import

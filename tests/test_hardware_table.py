@@ -127,3 +127,114 @@ def test_a_stale_platform_rule_shows_in_the_diff(computed):
     assert regenerated["platform"]["bf16_dtype"]["min_capability"] == 8.0
     assert regenerated["platform"]["vllm_cuda"]["by_build"] == {"cu130": 7.5, "cu129": 7.5}
     assert regenerated["platform"]["vllm_cuda"]["cited"] == stale["platform"]["vllm_cuda"]["cited"]   # prose kept
+
+
+# ---------------------------------------------------------------- issue 48: rules from the code path that runs
+def _refused(old: dict, computed: dict) -> str:
+    """The drift check's verdict on a table: the diff between it and what vLLM answers ('' = accepted)."""
+    import difflib
+
+    regenerated = hardware_table.merge(old, computed)
+    return "".join(difflib.unified_diff(hardware_table.dump(old).splitlines(True),
+                                        hardware_table.dump(regenerated).splitlines(True)))
+
+
+def _stored() -> dict:
+    return copy.deepcopy(yaml.safe_load(assets.text("hardware_rules.yaml")))
+
+
+def test_gptq_floor_is_the_layer_check_not_the_config_gate(computed):
+    """Gate vs check: AutoGPTQConfig.get_min_capability() says 60, but every GPTQ linear layer is built through
+    AutoGPTQLinearMethod, whose verify_marlin_supported refuses below 7.5. The old entry (6.0, read from the gate,
+    "non-Marlin fallback") is refused by the drift check."""
+    q = computed["quantization"]["gptq"]
+    assert "returns 60" in q["source"][0]["says"]                       # the gate says 6.0 ...
+    assert q["min_capability"] == 7.5                                    # ... the layers build from 7.5
+    v100 = computed["int4_kernels"]["V100-SXM2-32GB"]
+    assert v100["gptq"] is None and "Marlin does not support" in v100["gptq_refusal"]
+    assert computed["int4_kernels"]["T4"]["gptq"] == "MarlinLinearKernel"
+    old = _stored()
+    old["quantization"]["gptq"]["min_capability"] = 6.0
+    old["quantization"]["gptq"]["source"] = old["quantization"]["gptq"]["source"][:1]
+    d = _refused(old, computed)
+    assert "-    min_capability: 6.0" in d and "+    min_capability: 7.5" in d
+    assert _refused(_stored(), computed) == ""                           # the stored table is accepted
+    assert not hardware.supports("V100", "gptq") and hardware.supports("T4", "gptq")
+
+
+def test_hopper_fp8_kv_is_not_determinable_on_the_cpu_build(computed):
+    """On Hopper FLASH_ATTN (first in vLLM's priorities) takes an FP8 KV cache only with FA3, which the CPU build's
+    FlashAttention package cannot say (no compiled extension): asked both ways the answer differs, so the row says
+    "not determinable on the CPU build" and names no backend. The old entry (FLASHINFER, what the stub made vLLM
+    fall back to) is refused. Where the extension does not decide (Ampere, Ada: FA2 takes no FP8 KV), the answer
+    stays vLLM's."""
+    hopper = {g: r for g, r in computed["attention"].items() if r["compute_capability"] == 9.0}
+    assert hopper
+    for r in hopper.values():
+        assert r["fp8"] is None and "fp8_refusal" not in r
+        assert r["fp8_not_determinable"].startswith("not determinable on the CPU build: ")
+        assert "FLASH_ATTN" in r["fp8_not_determinable"]
+        assert r["flash_attn_version"] is None and "flash_attn_version_not_determinable" in r
+    assert computed["attention"]["A100-SXM-80GB"]["fp8"] == "FLASHINFER"
+    assert computed["attention"]["L4"]["fp8"] == "FLASHINFER"
+    assert computed["attention"]["T4"]["fp8"] is None and computed["attention"]["T4"]["fp8_refusal"]
+    assert "flash_attn_extension" in computed["not_determinable"]
+    old = _stored()
+    row = old["attention"]["H100-SXM-80GB"]
+    row["fp8"] = "FLASHINFER"
+    for k in ("fp8_not_determinable", "flash_attn_version", "flash_attn_version_not_determinable"):
+        row.pop(k, None)
+    d = _refused(old, computed)
+    assert "-    fp8: FLASHINFER" in d and "+    fp8: null" in d
+    assert hardware.fp8_kv_backend("H100").startswith("not determinable on the CPU build")
+    assert hardware.fp8_kv_refusal("H100") is None and hardware.supports("H100", "fp8_kv")
+
+
+def test_a_substitute_in_place_of_not_determinable_fails_the_schema():
+    """The schema holds a not-determinable field to its words: a backend name there (a substitute) is refused."""
+    from inferopt.errors import CourseError
+
+    old = _stored()
+    old["attention"]["H100-SXM-80GB"]["fp8_not_determinable"] = "FLASHINFER"
+    with pytest.raises(CourseError, match="fp8_not_determinable"):
+        assets.validate(old, assets.schema("hardware_rules.yaml"), "assets/hardware_rules.yaml")
+
+
+def test_the_int4_kernel_is_vllms_choice_per_generation(computed):
+    """vLLM's choose_mp_linear_kernel, reached by building llama-3.1-8b's linear layers under each GPU: Machete on
+    Hopper (tried before Marlin; it needs capability 9.0 exactly), Marlin on Turing, Ampere, Ada and Blackwell, nothing
+    on Volta (the AWQ config's gate, the GPTQ layer's Marlin check). The old naming (Marlin on an H100) is refused."""
+    k = computed["int4_kernels"]
+    for gid, r in k.items():
+        for rid in ("gptq", "int4_marlin"):
+            want = (None if r["compute_capability"] < 7.5 else
+                    "MacheteLinearKernel" if r["compute_capability"] == 9.0 else "MarlinLinearKernel")
+            assert r[rid] == want, (gid, rid, r)
+    assert "Minimum capability: 75" in k["V100-SXM2-32GB"]["int4_marlin_refusal"]
+    old = _stored()
+    old["int4_kernels"]["H100-SXM-80GB"]["int4_marlin"] = "MarlinLinearKernel"
+    d = _refused(old, computed)
+    assert "-    int4_marlin: MarlinLinearKernel" in d and "+    int4_marlin: MacheteLinearKernel" in d
+    old = _stored()
+    del old["int4_kernels"]
+    assert "+int4_kernels:" in _refused(old, computed)
+    assert hardware.int4_kernel("H100", "gptq") == "MacheteLinearKernel"
+    assert hardware.int4_kernel("B200") == "MarlinLinearKernel" and hardware.int4_kernel("V100") is None
+
+
+def test_the_cited_gpu_code_path_is_in_the_installed_vllm():
+    """What a not-determinable row cites for the GPU (cited, not called) names functions the installed vLLM has."""
+    import ast
+    from pathlib import Path
+
+    import vllm
+
+    root = Path(vllm.__file__).parent
+    cited = yaml.safe_load(assets.text("hardware_rules.yaml"))["not_determinable"]["flash_attn_extension"]["cited"]
+    for file, fn in (("vllm_flash_attn/flash_attn_interface.py", "_is_fa3_supported"),
+                     ("v1/attention/backends/fa_utils.py", "get_flash_attn_version"),
+                     ("v1/attention/backends/fa_utils.py", "flash_attn_supports_kv_cache_dtype"),
+                     ("platforms/cuda.py", "_get_backend_priorities")):
+        assert fn in cited and file in cited
+        names = {n.name for n in ast.walk(ast.parse((root / file).read_text())) if isinstance(n, ast.FunctionDef)}
+        assert fn in names, f"{fn} not in vllm/{file}"

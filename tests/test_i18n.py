@@ -339,12 +339,12 @@ def test_the_other_hints_without_a_template_localize(monkeypatch, english, chine
 
 
 def test_lab1_prints_its_six_incident_reports_in_chinese(monkeypatch):
-    """zh review §4: the reports the learner must read; the setup cell prints each through tr()."""
+    """zh review §4: the reports the learner must read; the set-up cell prints each through tr()."""
     import contextlib
     import io
 
     nb = json.loads((REPO_ROOT / "zh" / "labs" / "lab1-decision-tree.ipynb").read_text(encoding="utf-8"))
-    cell = next(_text(c) for c in nb["cells"] if c["cell_type"] == "code" and "INCIDENTS = {" in _text(c))
+    cell = next(_text(c) for c in nb["cells"] if c["cell_type"] == "code" and "REPORTS = {" in _text(c))
     out = {}
     for edition in ("en", "zh"):
         monkeypatch.setenv("INFEROPT_EDITION", edition)
@@ -352,7 +352,7 @@ def test_lab1_prints_its_six_incident_reports_in_chinese(monkeypatch):
         with contextlib.redirect_stdout(buf):
             exec(cell, scope)
         out[edition] = buf.getvalue()
-    reports = [inc["report"] for inc in scope["INCIDENTS"].values()]
+    reports = list(scope["REPORTS"].values())
     assert len(reports) == 6 and all(r in out["en"] for r in reports)
     assert not any(r in out["zh"] for r in reports)
     assert len(HAN.findall(out["zh"])) > 200 and "Chunked Prefill 被关掉了" in out["zh"]

@@ -176,7 +176,8 @@ def test_no_cycle_without_one(tmp_path):
 # ---------------------------------------------------------------- layers (CONTRIBUTING.md, "layer by layer")
 LAYERS = ["base", "engines", "live parts", "views", "commands"]
 # pure functions that live beside the live code they serve (no process, no network): engines
-PURE_PARSERS = ("bench", "bench.metrics", "bench.results", "bench.spec_decode", "monitoring", "monitoring.metrics_parse")
+PURE_PARSERS = ("bench", "bench.metrics", "bench.results", "bench.spec_decode", "bench.stats", "monitoring",
+                "monitoring.metrics_parse")
 # pure readers of the stored notebooks (what their outputs say; which notebook quotes which run): engines
 STORED_READERS = ("stored_outputs", "stored_quotes")
 
@@ -189,7 +190,7 @@ def layer_of(module: str) -> str:
         # i18n: the editions' string lookup (i18n.prose: the same for asset prose, reads assets/ and locale/ only);
         # figure_precision: the package's plotly renderer (imports nothing of ours)
         return "base"
-    if name in PURE_PARSERS or name in STORED_READERS:
+    if name in PURE_PARSERS or name in STORED_READERS or name == "pacing":   # pacing: reads the notebooks' front matter
         return "engines"
     if leaf == "tuning":   # the live tuning loop: restarts engines
         return "live parts"
@@ -197,7 +198,7 @@ def layer_of(module: str) -> str:
         return "engines"
     if name.startswith(("serving", "bench", "monitoring")) and leaf not in ("plots", "cli"):
         return "live parts"
-    if name.startswith("widgets") or leaf == "plots" or name in ("course_map", "nbtools"):
+    if name.startswith("widgets") or leaf == "plots" or name in ("course_map", "nbtools", "primer", "reading"):
         return "views"
     return "commands"
 

@@ -122,12 +122,14 @@ def test_promtool_check_rejects_bad_promql(tmp_path):
     assert not res.ok and "FAILED" in res.output
 
 
-def test_missing_promtool_names_the_fix(monkeypatch):
+def test_missing_promtool_names_the_fix(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setenv("HOME", str(tmp_path))   # no ~/.local/bin/promtool either
     monkeypatch.delenv("INFEROPT_PROMTOOL", raising=False)
-    with pytest.raises(CourseError, match="make setup") as exc:
+    with pytest.raises(CourseError, match="make tools") as exc:   # make setup does not install it (issue 51)
         promtool.promtool()
     assert "apt-get install -y --no-install-recommends prometheus" in str(exc.value)
+    assert "without sudo" in str(exc.value) and "make preflight" in str(exc.value)
 
 
 def test_alert_table_and_cli(tmp_path, capsys):
@@ -176,3 +178,13 @@ def test_gate_thresholds_move_up_to_the_next_bucket_bound():
     assert alerts.slos_on_bucket_bounds(alerts.SLOs(ttft_p95_s=0.5, tpot_p95_s=0.05)).ttft_p95_s == 0.5   # on a bound
     with pytest.raises(CourseError, match="above the last finite bucket"):
         alerts.bucket_bound_at_or_above("vllm:request_time_per_output_token_seconds", 100.0)
+
+
+def test_a_threshold_in_ms_where_seconds_are_due_is_refused():
+    """Issue 50: --ttft-p95-s 500 (a ms value) was accepted; a TTFT threshold at or above the whole-request
+    one can never trip, so it is refused with the value in seconds to give."""
+    with pytest.raises(CourseError, match=r"ttft_p95_s=500 s is not below max_request_s=30 s.*give 0\.5"):
+        alerts.SLOs(ttft_p95_s=500)
+    with pytest.raises(CourseError, match=r"tpot_p95_s=50 s .*give 0\.05"):
+        alerts.SLOs(tpot_p95_s=50)
+    assert alerts.SLOs(ttft_p95_s=0.5, tpot_p95_s=0.05).max_request_s == 30.0

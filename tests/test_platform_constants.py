@@ -30,7 +30,6 @@ ALLOWED = {   # file: (hits, why / who fixes it)
                                          "experiments: default to the running engine's dtype)"),
     "inferopt/figure_precision.py": (1, "plotly's typed-array code f4 -> numpy float32"),
     "inferopt/performance/predict.py": (3, "the fp32 weight format's dtype name (a float32 engine's weights)"),
-    "inferopt/vllm_oracle/hardware_table.py": (3, "a probe layer's head_size 128 (and its scale) for vLLM's backend checks"),
     "inferopt/vllm_oracle/kv_specs.py": (2, "the dtype-name-to-torch-dtype table"),
     "chapters/03-combination-pitfalls.md": (1, "batch sizes of a plot"),
     "chapters/05-end-to-end-deployment.md": (1, "Llama-3-70B's head_dim in the seed's erratum"),

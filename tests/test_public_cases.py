@@ -14,7 +14,14 @@ from inferopt.errors import CourseError
 from inferopt.planning.planner import load_scenario, make_plan
 
 DATA = yaml.safe_load((Path(__file__).parent / "data" / "public_cases.yaml").read_text(encoding="utf-8"))["cases"]
-KINDS = {"hardware", "cost", "start", "topology", "inputs", "plan"}
+# a case may take its input (and source) from a sourced case of the model's suite: `input_from: <its id>`
+_MODEL = {c["id"]: c for c in yaml.safe_load((Path(__file__).parent / "data" / "public_cases_model.yaml")
+                                            .read_text(encoding="utf-8"))["cases"]}
+for _c in DATA:
+    if "input_from" in _c:
+        _c["input"] = _MODEL[_c["input_from"]]["input"]
+        _c["source"] = _MODEL[_c["input_from"]]["source"] + " (tests/data/public_cases_model.yaml " + _c["input_from"] + ")"
+KINDS = {"hardware", "cost", "start", "topology", "inputs", "plan", "sample", "saturation", "model"}
 
 
 def _merge(a: dict, b: dict) -> dict:
@@ -24,8 +31,41 @@ def _merge(a: dict, b: dict) -> dict:
     return out
 
 
+def run_cli(case):
+    """(answer, error) through the path a user takes: the case's input written to a file and read by
+    `python -m inferopt diagnose --input FILE --json` (or the `alerts` command with the case's argv), run by the
+    command line's own main(); the answer is the Diagnosis the JSON describes, the error its one stderr line."""
+    import contextlib
+    import io
+    import json
+    import tempfile
+
+    from inferopt.__main__ import main
+    from inferopt.diagnosis.report import Diagnosis
+
+    out, err = io.StringIO(), io.StringIO()
+    with tempfile.TemporaryDirectory() as tmp:
+        if "argv" in case:
+            argv = [a.replace("{tmp}", tmp) for a in case["argv"]]
+        else:
+            f = Path(tmp) / "case.yaml"
+            f.write_text(yaml.safe_dump(case["input"]), encoding="utf-8")
+            argv = ["diagnose", "--input", str(f), "--json"]
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = main(argv)
+    lines = err.getvalue().strip().splitlines()
+    if rc != 0:
+        assert len(lines) == 1 and lines[0].startswith("error: "), err.getvalue()
+        return None, CourseError(lines[0][len("error: "):])
+    if argv[0] != "diagnose":
+        return None, None
+    return Diagnosis(**json.loads(out.getvalue())), None
+
+
 def run_case(case):
     """(answer, error): the Diagnosis or DeploymentPlan, or the CourseError it raised."""
+    if case.get("cli"):
+        return run_cli(case)
     try:
         if "plan" in case:
             p = dict(case["plan"])
@@ -47,6 +87,8 @@ def check(case, ans, err) -> list[str]:
         return bad
     if err is not None:
         return [f"unexpected error: {err}"]
+    if e.get("answered"):   # a command that writes files (alerts): it ran, no error
+        return bad
     if "command_has" in e:
         bad += [f"command lacks {f}" for f in e["command_has"] if f not in ans.command.flags]
         return bad
@@ -84,6 +126,24 @@ def check(case, ans, err) -> list[str]:
             bad.append(f"{tid} not skipped citing {text}")
     if "next_has" in e and e["next_has"] not in ans.next_step:
         bad.append(f"next step lacks {e['next_has']!r}")
+    if "next_lacks" in e and e["next_lacks"] in ans.next_step:
+        bad.append(f"next step says {e['next_lacks']!r}")
+    if "saturated" in e and (ans.saturation or {}).get("saturated") != e["saturated"]:
+        bad.append(f"saturation {ans.saturation and ans.saturation.get('saturated')}, expected {e['saturated']}")
+    if "fleet_instances" in e and ((ans.saturation or {}).get("fleet") or {}).get("instances") != e["fleet_instances"]:
+        bad.append(f"fleet {((ans.saturation or {}).get('fleet') or {}).get('instances')}, expected {e['fleet_instances']}")
+    for flag in e.get("flag_not_offered", []):
+        if any(flag in c["flags_add"] for c in ans.changes):
+            bad.append(f"offers {flag}")
+    for flag in e.get("flag_offered", []):
+        if not any(flag in c["flags_add"] for c in ans.changes):
+            bad.append(f"does not offer {flag}")
+    if "first_predicted" in e and (not ans.changes or "predicted" not in ans.changes[0]):
+        bad.append("the first change carries no predicted after-metrics")
+    if "requests_need" in e:
+        need = [v["need"] for v in (ans.sample or {}).get("verdicts", []) if v["passed"] is None]
+        if e["requests_need"] not in need:
+            bad.append(f"no verdict asks for {e['requests_need']} requests (asks for {need})")
     if "warning_has" in e and not any(e["warning_has"] in w for w in ans.warnings):
         bad.append(f"no warning with {e['warning_has']!r}")
     if "branch" in e and ans.branch != e["branch"]:
@@ -105,6 +165,12 @@ def check(case, ans, err) -> list[str]:
         if not mem_changes or any(not i["after"]["will_start"] for i in mem_changes):
             bad.append("a memory change after which vLLM does not start is offered")
     return bad
+
+
+def test_the_new_kinds_are_answered_through_the_cli():
+    """Issue 50's kinds (inputs checked for meaning, sample size, saturation) run the command a user runs."""
+    new = [c for c in DATA if c["kind"] in ("sample", "saturation", "model") or c.get("issue") == 50]
+    assert len(new) >= 10 and all(c.get("cli") for c in new)
 
 
 def test_the_suite_has_30_sourced_cases_covering_every_kind():
@@ -135,6 +201,22 @@ def test_the_checker_rejects_wrong_answers():
         ("t4-int4-small-batch-has-marlin", {"conflicts_has": ["int4_no_marlin_large_batch"]}),
         ("start-remedy-order", {"change_order": ["start_tp", "start_kv_dtype", "start_max_model_len"]}),
         ("plan-writes-max-model-len", {"command_has": ["--pipeline-parallel-size"]}),
+    ]
+    # issue 50: each new kind, checked against the answer the CLI gave before it (the old answer is wrong)
+    wrong += [
+        ("context-longer-than-the-model", {"branch": "A"}),             # it was diagnosed, not refused
+        ("alert-threshold-in-ms", {"answered": True}),                   # 500 s was written into the rules
+        ("ttft-slo-above-the-whole-request", {"branch": "A"}),
+        ("aiperf-tutorial-20-requests", {"next_has": "All SLOs are met"}),
+        ("vllm-bench-12-prompts", {"next_has": "All SLOs are met"}),
+        ("rate-sweep-past-the-roof", {"saturated": False}),                # no roof was named before
+        ("rate-sweep-past-the-roof", {"fleet_instances": 5}),              # sized on the roof (3.45 req/s), not goodput
+        ("concurrency-still-rising", {"saturated": True}),
+        ("p99-slo-from-200-requests", {"next_has": "All SLOs are met"}),
+        ("prompt-plus-output-past-max-model-len", {"branch": "B"}),
+        ("model-eager-left-on", {"first_id": "speculative_decoding"}),   # the tree's answer before the model's joined
+        ("model-tp8-for-a-gpu-sized-model", {"no_changes": True}),
+        ("model-seq-cap-binds", {"no_changes": True}),
     ]
     for cid, exp in wrong:
         case = {**by_id[cid], "expect": exp}

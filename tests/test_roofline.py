@@ -134,8 +134,14 @@ def test_precision_kv_dtype_and_tp_change_the_right_kernel():
     assert kv8.kernel("linear").bytes == base.kernel("linear").bytes
     ar = base.kernel("allreduce")   # 2 per layer of 64 tokens x 8192 x 2 B, ring 2 x 7/8 of it
     assert ar.bytes == pytest.approx(2 * 80 * 64 * 8192 * 2 * 2 * 7 / 8) and ar.bound == "network"
-    lat = R.step_roofline("llama-3-70b", H100, decode_batch=64, context_tokens=875, tp=8, allreduce_latency_s=1e-5)
-    assert lat.kernel("allreduce").time_s == pytest.approx(ar.time_s + 160 * 1e-5)
+    # H100 (NVLink 4, assets/gpus.yaml links): 450 GB/s per direction x 0.68, 8 us per call; the datasheet's
+    # 900 GB/s (both directions) would halve the transfer
+    assert H100.interconnect == 450e9 and H100.allreduce_latency_s == pytest.approx(8e-6)
+    assert ar.time_s == pytest.approx(ar.bytes / (450e9 * 0.68) + 160 * 8e-6)
+    bare = R.Roof("bare", H100.peak, H100.bandwidth, 450e9)       # no link table: the caller's latency and efficiency
+    lat = R.step_roofline("llama-3-70b", bare, decode_batch=64, context_tokens=875, tp=8, allreduce_latency_s=1e-5,
+                          efficiency={"network": 0.5})
+    assert lat.kernel("allreduce").time_s == pytest.approx(ar.bytes / (450e9 * 0.5) + 160 * 1e-5)
     one = R.step_roofline("llama-3.1-8b", H100, decode_batch=1)
     assert "allreduce" not in {k.name for k in one.kernels}
 

@@ -59,7 +59,7 @@ def test_a_hub_id_is_served_under_its_id_and_its_spec_is_the_shipped_one(monkeyp
 
 
 def test_the_readme_qwen_example_needs_its_config(monkeypatch, tmp_path):
-    """README: INFEROPT_MODEL=Qwen/Qwen2.5-1.5B-Instruct; no shipped spec, no hub cache here: one line."""
+    """docs/setup-details.md: INFEROPT_MODEL=Qwen/Qwen2.5-1.5B-Instruct; no shipped spec, no hub cache here: one line."""
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     monkeypatch.setenv("INFEROPT_ENGINE", "gpu")
     monkeypatch.setenv("INFEROPT_MODEL", "Qwen/Qwen2.5-1.5B-Instruct")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import random
 import threading
+import time
 
 from inferopt.bench import loadgen
 from inferopt.bench.metrics import SLO, summarize
@@ -77,12 +78,15 @@ def mean_queue_ms(after: dict, before: dict) -> float | None:
 
 
 class MetricsPoller:
-    """Samples /metrics gauges every ``interval_s`` in a thread; ``peak[name]`` is the maximum seen."""
+    """Samples /metrics gauges every ``interval_s`` in a thread; ``peak[name]`` is the maximum seen, ``timeline``
+    the requests inside the engine at each sample (``vllm:num_requests_running`` + ``vllm:num_requests_waiting``,
+    with the sample's ``time.perf_counter()``)."""
 
     def __init__(self, srv, interval_s: float = 0.5):
         self.srv, self.interval_s = srv, interval_s
         self.peak: dict = {}
         self.samples = 0
+        self.timeline: list = []
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._loop, daemon=True)
 
@@ -93,9 +97,18 @@ class MetricsPoller:
             except CourseError:
                 break
             self.samples += 1
+            self.timeline.append((time.perf_counter(),
+                                  m.get("vllm:num_requests_running", 0.0) + m.get("vllm:num_requests_waiting", 0.0)))
             for k in ("vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc"):
                 self.peak[k] = max(self.peak.get(k, 0.0), m.get(k, 0.0))
             self._stop.wait(self.interval_s)
+
+    def in_engine_request_seconds(self) -> float:
+        """The area under the engine's own count of requests in it (running + waiting) over the polled window,
+        in request-seconds: each sample holds until the next. Divided by a run's duration it is the time-averaged
+        number of requests in the engine, measured by the engine, not from the client's per-request times."""
+        t = self.timeline
+        return sum(n * (t2 - t1) for (t1, n), (t2, _) in zip(t[:-1], t[1:], strict=True))
 
     def __enter__(self):
         self._t.start()

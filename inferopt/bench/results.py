@@ -305,9 +305,53 @@ def import_any(path) -> tuple[dict, list[RequestRecord]]:
 #    last line whose ``run``, ``label`` or ``name`` equals it is used, else the last line.
 # The metric keys of inferopt.diagnosis.decision.METRIC_FIELDS, named here so that the decision engine
 # and this importer do not import each other (tests/test_decision.py checks that the two agree).
-DECISION_METRIC_KEYS = ("ttft_p95_ms", "tpot_p95_ms", "ttft_p99_ms", "tpot_p99_ms", "throughput_tok_s", "gpu_util",
+DECISION_METRIC_KEYS = ("ttft_p95_ms", "tpot_p95_ms", "ttft_p99_ms", "tpot_p99_ms", "e2e_p95_ms", "throughput_tok_s",
+                        "gpu_util",
                         "oom", "memory_used_frac", "queue_len", "preemptions", "kv_cache_usage",
-                        "prefix_cache_hit_rate", "spec_acceptance_rate")
+                        "prefix_cache_hit_rate", "spec_acceptance_rate", "requests", "ttft_p95_bound_ms",
+                        "tpot_p95_bound_ms", "ttft_p99_bound_ms", "tpot_p99_bound_ms", "e2e_p95_bound_ms")
+# The confidence of every tail verdict the diagnosis gives (inferopt.bench.stats: one-sided, order statistics).
+TAIL_LEVEL = 0.9
+
+
+def sample_fields(records) -> dict:
+    """The sample size and what it allows, from per-request records: ``requests`` (completed) and, for each
+    tail percentile the diagnosis judges, the ``TAIL_LEVEL`` order-statistic upper bound of that percentile
+    (``ttft_p95_bound_ms`` ...; :func:`inferopt.bench.stats.percentile_bounds`), left out when the sample is
+    too small for any request to bound it (fewer than 45 for a P95, 230 for a P99)."""
+    from inferopt.bench.stats import percentile_bounds
+
+    ok = [r for r in records if r.ok]
+    out: dict = {"requests": len(ok)}
+    series = {"ttft": [r.ttft_s for r in ok], "tpot": [r.tpot_s for r in ok], "e2e": [r.e2e_s for r in ok]}
+    for name, vals in series.items():
+        ms = [v * 1000.0 for v in vals if v is not None]
+        for q in (95, 99):
+            key = f"{name}_p{q}_bound_ms"
+            if key in DECISION_METRIC_KEYS and ms:
+                upper = percentile_bounds(ms, q, level=TAIL_LEVEL).upper
+                if upper is not None:
+                    out[key] = round(upper, 6)
+    return out
+
+
+def from_vllm_bench(path) -> dict:
+    """Metrics dict from a ``vllm bench serve --save-result`` JSON (vllm/benchmarks/serve.py: ``completed``,
+    ``p95_ttft_ms`` ... for the ``--metric-percentiles`` asked for (default 99 only), ``output_throughput``;
+    with ``--save-detailed`` the per-request ``ttfts``/``latencies``/``output_lens``, from which every
+    percentile and its order-statistic bound are computed). The request count travels as ``requests``."""
+    summary, records = import_vllm_bench(path)
+    out = {k: summary[k] for k in DECISION_METRIC_KEYS if summary.get(k) is not None}
+    if summary.get("completed") is not None:
+        out["requests"] = int(summary["completed"])
+    if records:
+        out.update(sample_fields(records))
+    if "ttft_p95_ms" not in out and "tpot_p95_ms" not in out:
+        raise CourseError(f"--baseline {path}: this `vllm bench serve` result holds no P95 (vLLM reports P99 only "
+                          "by default); rerun with --metric-percentiles 95,99 or --save-detailed")
+    return out
+
+
 _LATENCY = {"time_to_first_token": "ttft", "inter_token_latency": "tpot"}
 
 
@@ -337,6 +381,12 @@ def from_profile_export(data: dict) -> dict:
         if "token" not in unit or not ("/s" in unit or "per sec" in unit):
             raise CourseError(f"output_token_throughput.unit: {thr.get('unit')!r} is not tokens per second")
         out["throughput_tok_s"] = float(thr["avg"])
+    block = data.get("request_latency")
+    if isinstance(block, dict) and block.get("p95") is not None:
+        out["e2e_p95_ms"] = round(_ms("request_latency", block, "p95"), 6)
+    count = data.get("request_count")
+    if isinstance(count, dict) and count.get("avg") is not None:
+        out["requests"] = int(count["avg"])
     if "ttft_p95_ms" not in out or "tpot_p95_ms" not in out:
         raise CourseError("profile export: time_to_first_token.p95 and inter_token_latency.p95 are needed "
                           "(run aiperf/genai-perf with --streaming so it measures them)")
@@ -346,13 +396,27 @@ def from_profile_export(data: dict) -> dict:
 def _record_metrics(rec: dict) -> dict:
     for holder in (rec, rec.get("summary"), rec.get("metrics")):
         if isinstance(holder, dict) and any(k in holder for k in DECISION_METRIC_KEYS):
-            return {k: holder[k] for k in DECISION_METRIC_KEYS if k in holder and holder[k] is not None}
+            out = {k: holder[k] for k in DECISION_METRIC_KEYS if k in holder and holder[k] is not None}
+            if "requests" not in out and isinstance(holder.get("completed"), (int, float)):
+                out["requests"] = int(holder["completed"])   # the summary's sample size travels with it
+            return out
     return {}
 
 
+_LEVEL_KEYS = ("run", "label", "concurrency", "rate")
+
+
+def _same_level(req: dict, summary: dict) -> bool:
+    """A request line of the level a summary line sums up (same run, label, concurrency or rate)."""
+    return all(req.get(k) == summary.get(k) for k in _LEVEL_KEYS if summary.get(k) is not None)
+
+
 def from_bench_records(records, label: str | None = None) -> dict:
-    """Metrics dict from the course's benchmark result records (dicts, one per run)."""
-    chosen = None
+    """Metrics dict from the course's benchmark result records (dicts, one per run). When the file holds
+    the request lines of the level chosen, their count and order-statistic bounds come with it
+    (:func:`sample_fields`)."""
+    chosen = chosen_rec = None
+    requests = [r for r in records if isinstance(r, dict) and r.get("type") == "request"]
     for rec in records:
         if not isinstance(rec, dict):
             continue
@@ -362,7 +426,11 @@ def from_bench_records(records, label: str | None = None) -> dict:
             continue
         m = _record_metrics(rec)
         if m:
-            chosen = m
+            chosen, chosen_rec = m, rec
+    if chosen is not None and requests:
+        mine = [r for r in requests if _same_level(r, chosen_rec)]
+        if mine:
+            chosen.update(sample_fields(records_from_lines(mine)))
     if chosen is None:
         which = f" with label {label!r}" if label else ""
         raise CourseError(f"benchmark results: no record{which} holds metrics such as ttft_p95_ms; "
@@ -371,7 +439,8 @@ def from_bench_records(records, label: str | None = None) -> dict:
 
 
 def load_baseline(path, label: str | None = None) -> dict:
-    """Metrics dict from a file: a profile export (.json) or benchmark JSON lines (.jsonl)."""
+    """Metrics dict from a file: an aiperf/genai-perf profile export (.json), a ``vllm bench serve
+    --save-result`` JSON, or the course's benchmark JSON lines (.jsonl). Each keeps its request count."""
     p = Path(path)
     if not p.exists():
         raise CourseError(f"--baseline {path}: no such file")
@@ -391,4 +460,46 @@ def load_baseline(path, label: str | None = None) -> dict:
         return from_bench_records(recs, label)
     if isinstance(data, dict) and isinstance(data.get("time_to_first_token", data.get("records")), dict):
         return from_profile_export(data)
+    if isinstance(data, dict) and ("mean_ttft_ms" in data or "ttfts" in data):
+        return from_vllm_bench(p)
     return from_bench_records(data if isinstance(data, list) else [data], label)
+
+
+# ---------------------------------------------------------------- a sweep for the diagnosis's throughput roof
+_SWEEP_KEYS = ("request_throughput_rps", "goodput_rps", "ttft_p95_ms", "tpot_p95_ms")
+
+
+def load_sweep(paths) -> list[dict]:
+    """Sweep levels (inferopt.diagnosis.saturation) from files: the course's sweep JSON lines (one summary
+    line a level, load = its concurrency or rate) and/or ``vllm bench serve --save-result`` JSONs (one level
+    each: load = max_concurrency, else a finite request_rate; request_throughput, request_goodput, p95s)."""
+    levels = []
+    for path in [paths] if isinstance(paths, (str, Path)) else paths:
+        p = Path(path)
+        if not p.exists():
+            raise CourseError(f"--sweep {path}: no such file")
+        if p.suffix == ".jsonl":
+            _, sums = read_jsonl(p)
+            for s in sums:
+                load = {k: s[k] for k in ("concurrency", "rate") if s.get(k) is not None}
+                levels.append({**load, **{k: s[k] for k in _SWEEP_KEYS if s.get(k) is not None},
+                               "requests": s.get("completed")})
+            continue
+        d = _load_json(p)
+        if "request_throughput" not in d:
+            raise CourseError(f"--sweep {path}: neither the course's sweep JSON lines nor a `vllm bench serve` result")
+        rate = d.get("request_rate")
+        if d.get("max_concurrency") is not None:
+            load = {"concurrency": d["max_concurrency"]}
+        elif rate not in (None, "inf") and not (isinstance(rate, float) and math.isinf(rate)):
+            load = {"rate": float(rate)}
+        else:
+            raise CourseError(f"--sweep {path}: the run has neither --max-concurrency nor a finite --request-rate, "
+                              "so it measured no load level")
+        summary, _ = import_vllm_bench(p)
+        levels.append({**load, "request_throughput_rps": d["request_throughput"], "requests": d.get("completed"),
+                       **({"goodput_rps": d["request_goodput"]} if d.get("request_goodput") is not None else {}),
+                       **{k: summary[k] for k in ("ttft_p95_ms", "tpot_p95_ms") if summary.get(k) is not None}})
+    if not levels:
+        raise CourseError(f"--sweep {paths}: no level found (a sweep's summary lines, or vllm bench serve results)")
+    return [{k: v for k, v in lv.items() if v is not None} for lv in levels]

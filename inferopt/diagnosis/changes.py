@@ -3,17 +3,18 @@ actions plus the free fixes it lacks (``config_fixes``) and vLLM's start remedie
 each offered once, labelled and ordered by cost (``cost``: free before accuracy before hardware)."""
 from __future__ import annotations
 
-from inferopt.diagnosis import config_fixes, cost, knowledge, start_failure
+from inferopt.diagnosis import config_fixes, cost, knowledge, saturation, start_failure
 from inferopt.diagnosis.inputs import Baseline, Deployment, Workload
 from inferopt.diagnosis.tree import Walk
 
 
 def complete(walk: Walk, branch_id: str, w: Workload, dep: Deployment | None, b: Baseline, on: set,
-             failing: list, thresholds: dict, mem: dict | None, techs: dict) -> None:
+             failing: list, thresholds: dict, mem: dict | None, techs: dict, sat: dict | None = None) -> None:
     """Add the free fixes and start remedies to ``walk.actions``, drop repeats, label every item with
     its cost and sort recommendations and actions in the order to try them (in place)."""
     recs, actions = walk.recs, walk.actions
     actions += config_fixes.extra_actions(branch_id, walk.facts, w, dep, b, on, failing, thresholds, walk.path)
+    saturation.apply(sat, actions, w, dep)   # a throughput roof: no cap to raise, the fleet sized on goodput
     if branch_id == "C" and mem is not None and not mem["will_start"]:
         per_node = int(w.gpus_per_node or w.num_gpus)
         actions[:0] = start_failure.remedies(mem, w, min(int(w.num_gpus), per_node))
@@ -52,3 +53,34 @@ def in_order(recs: list, actions: list) -> list:
                 for a in actions if a["flags_add"] or a["flags_remove"] or cost.is_change_without_flags(a["id"])]
     changes.sort(key=lambda c: cost.sort_key(c["cost_kind"], c["rank"], c["id"], c.get("weak", False)))
     return changes
+
+
+def with_model(changes: list, candidates: list) -> list:
+    """The change list with the performance model's ranked candidates (``Diagnosis.model["candidates"]``) joined
+    in: each change the model ranks and the tree did not offer (same id or same flags), with its predicted
+    after-metrics, placed by cost kind before the tree's changes of the same kind (issue 50: the model ranks
+    FP8 weights, CUDA graphs, replicas over TP, a higher --max-num-seqs ... where the tree has no rule)."""
+    have = {tuple(c["flags_add"]) for c in changes if c["flags_add"]}
+    ids = {c["id"] for c in changes}
+    out = list(changes)
+    for c in candidates:
+        add = list(c["flags"])
+        remove = ["--enforce-eager"] if c["id"] == "cuda_graphs" else []
+        if c["id"] in ids or (add and tuple(add) in have):
+            continue
+        out.append({"id": c["id"], "kind": "model", "rank": 9, "flags_add": add, "flags_remove": remove,
+                    "cost_kind": c["cost_kind"], "name": c["name"], "predicted": c["predicted"]})
+    # within a cost kind the model's changes come first: each was checked against this measurement (the model
+    # explains it) and carries its predicted effect, where a rule of the tree carries none
+    return sorted(out, key=lambda c: (*cost.sort_key(c["cost_kind"], 0, c["id"], c.get("weak", False))[:2],
+                                      c["kind"] != "model"))
+
+
+def model_step(first: dict, base: dict) -> str:
+    """The next step when the first change is one the performance model ranks."""
+    p = first["predicted"]
+    change = " ".join(first["flags_add"]) or "remove " + " ".join(first["flags_remove"])
+    return (f"Apply one change the performance model ranks first: {first['name']} ({change}; predicted means, no queue: TTFT "
+            f"{base['ttft_ms']:.0f} -> {p['ttft_ms']:.0f} ms, TPOT {base['tpot_ms']:.1f} -> {p['tpot_ms']:.1f} ms, "
+            f"{base['throughput_tok_s']:.0f} -> {p['throughput_tok_s']:.0f} tok/s) [{cost.label(first['cost_kind'])}]. "
+            "Then run the same benchmark again and diagnose the new baseline.")

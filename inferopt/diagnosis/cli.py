@@ -28,6 +28,9 @@ def add_subcommand(subparsers) -> None:
     p.add_argument("--input", help="JSON or YAML file with keys metrics, slos, workload, techniques_on")
     p.add_argument("--baseline", help="aiperf/genai-perf profile_export JSON, or the course's bench JSON lines")
     p.add_argument("--label", help="with --baseline JSON lines: use the last record with this label")
+    p.add_argument("--sweep", nargs="+", metavar="FILE",
+                   help="a load sweep: the course's bench sweep JSON lines, or vllm bench serve results (one per "
+                        "level); a flat top of completed requests/s is the throughput roof (saturation)")
     for k, h in METRIC_FIELDS.items():
         if k == "oom":
             p.add_argument("--oom", action="store_true", default=None, help=h)
@@ -73,10 +76,10 @@ def _read_file(path: str) -> dict:
         raise CourseError(f"--input {path}: cannot parse ({exc})") from None
     if not isinstance(data, dict):
         raise CourseError(f"--input {path}: expected a mapping with metrics, slos, workload, techniques_on")
-    unknown = set(data) - {"metrics", "slos", "workload", "techniques_on", "deployment"}
+    unknown = set(data) - {"metrics", "slos", "workload", "techniques_on", "deployment", "sweep"}
     if unknown:
         raise CourseError(f"--input {path}: unknown top-level key(s) {sorted(unknown)}; use metrics, slos, workload, "
-                          "techniques_on, deployment")
+                          "techniques_on, deployment, sweep")
     return data
 
 
@@ -91,6 +94,11 @@ def _run_cli(args) -> int:
     workload = dict(data.get("workload") or {})
     deployment = dict(data.get("deployment") or {})
     on = data.get("techniques_on")
+    sweep = data.get("sweep")
+    if args.sweep:
+        from inferopt.bench.results import load_sweep
+
+        sweep = load_sweep(args.sweep)
     if args.plan:
         dep_p, wl_p = deployment_from_plan(args.plan)
         deployment.update(dep_p)
@@ -116,7 +124,7 @@ def _run_cli(args) -> int:
             deployment[k] = getattr(args, f"d_{k}")
     if args.on is not None:
         on = [] if args.on.strip().lower() == "none" else args.on
-    d = diagnose(metrics, slos, workload, on, deployment or None)
+    d = diagnose(metrics, slos, workload, on, deployment or None, sweep)
     if args.json:
         print(d.to_json())
     else:

@@ -44,6 +44,8 @@ from __future__ import annotations
 
 from inferopt.diagnosis import changes as _changes
 from inferopt.diagnosis import knowledge
+from inferopt.diagnosis import sample as _sample
+from inferopt.diagnosis import saturation as _saturation
 from inferopt.diagnosis.facts import (  # noqa: F401 (re-exported: notebooks and tests import them from here)
     METRIC_BRANCH,
     _check_one_gpu,
@@ -78,6 +80,7 @@ from inferopt.diagnosis.inputs import (  # noqa: F401 (re-exported)
 from inferopt.diagnosis.memory_view import _memory_candidates, _memory_view  # noqa: F401 (re-exported)
 from inferopt.diagnosis.model_view import model_view as _model_view
 from inferopt.diagnosis.report import Diagnosis, all_met_step, format_text, next_step  # noqa: F401 (re-exported)
+from inferopt.diagnosis.report import _not_checked as _not_checked_text
 from inferopt.diagnosis.signals import read_metrics_source, signals_from_metrics  # noqa: F401 (re-exported)
 from inferopt.diagnosis.sizing import _flags_for, _pow2_floor, _size_action, _tp_size  # noqa: F401 (re-exported)
 from inferopt.diagnosis.tree import _clause_holds, _cond_holds, _conflicts, walk_branch  # noqa: F401 (re-exported)
@@ -93,15 +96,18 @@ def default_techniques_on() -> list:
     return [t.id for t in knowledge.techniques() if t.default_on]
 
 
-def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None) -> Diagnosis:
+def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None, sweep=None) -> Diagnosis:
     """Diagnose one baseline: worst metric, branch, techniques with reasons and flags, conflicts.
 
-    ``deployment`` (optional, see DEPLOYMENT_FIELDS) joins the memory calculator in. See
-    :mod:`inferopt.diagnosis.inputs` for the exact field names and units.
+    ``deployment`` (optional, see DEPLOYMENT_FIELDS) joins the memory calculator in. ``sweep`` (optional,
+    :mod:`inferopt.diagnosis.saturation`): levels of load with the completed requests/s each measured;
+    a flat top is the throughput roof (saturation), and with ``workload.target_rps`` the fleet is sized on
+    goodput. See :mod:`inferopt.diagnosis.inputs` for the exact field names and units.
     """
     tree, pitfalls, steps, techs = _data()
     thresholds = tree["thresholds"]
     b, s, w, dep = read_inputs(metrics, slos, workload, deployment)
+    sat = _saturation.view(_saturation.read_sweep(sweep), s, w, dep)
     on_list = default_techniques_on() if techniques_on is None else knowledge.check_technique_ids(techniques_on)
     on = set(on_list)
     _check_one_gpu(dep, w)
@@ -111,25 +117,45 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None) 
     warnings = []
     failing, not_checked = _metric_checks(b, s, thresholds["tail_ratio"])
     failing_from_memory(b, mem, facts, failing, warnings)
+    short = _saturation.failing_goodput(sat, w)
+    if short:
+        failing.append(short)
     branches_failing, worst = rank_failing(failing, steps)
-    if not failing:  # nothing to fix: stop (or set an SLO first)
-        nxt = all_met_step(any(getattr(s, k) is not None for k in SLO_FIELDS), not_checked, warnings)
+    verdicts = _sample.tail_verdicts(b, s, failing)   # a pass on a tail percentile needs the requests to show it
+    unproven = [v for v in verdicts if v["passed"] is None]
+    if not failing and any(v["requests"] is None for v in verdicts):   # a stop that rests on sample values alone
+        warnings.append(next(v["text"] for v in verdicts if v["requests"] is None))
+    sample = {"requests": None if b.requests is None else int(b.requests), "verdicts": verdicts}
+    if not failing:  # nothing to fix: stop (or set an SLO first, or measure enough requests to say so)
+        if unproven:
+            nxt = _sample.measure_more_step(unproven)
+        else:
+            nxt = all_met_step(any(getattr(s, k) is not None for k in SLO_FIELDS), not_checked, warnings)
         return Diagnosis(None, None, None, [], [], ["baseline"], [], [], [], [], [], [],
                          _conflicts(pitfalls, on, set(), facts, thresholds, techs), [], [],
                          nxt, sorted(on_list), [], not_checked, [], signals_of(facts), mem_out, warnings,
-                         model=_model_view(b, s, w, dep, mem_out))
+                         model=_model_view(b, s, w, dep, mem_out), sample=sample, saturation=sat)
+    not_checked += [{"metric": v["metric"], "why": v["text"]} for v in unproven]
 
     branch_id = branches_failing[0]   # the first failing branch in the §4 order
     branch = next(x for x in tree["branches"] if x["id"] == branch_id)
     walk = walk_branch(branch, facts, thresholds, techs, on, w, dep, mem)
-    _changes.complete(walk, branch_id, w, dep, b, on, failing, thresholds, mem, techs)
+    _changes.complete(walk, branch_id, w, dep, b, on, failing, thresholds, mem, techs, sat)
     conflicts = _conflicts(pitfalls, on, {r["id"] for r in walk.recs}, walk.facts, thresholds, techs)
     changes = _changes.in_order(walk.recs, walk.actions)
     flags, flags_remove, nxt = next_step(changes, walk, branch_id, not_checked)
+    model = _model_view(b, s, w, dep, mem_out, worst)
+    if sat and sat["saturated"] and model.get("candidates"):   # the measured roof outranks the model's cap
+        model["candidates"] = [c for c in model["candidates"] if c["id"] != "raise_max_num_seqs"]
+    if model.get("candidates"):   # what the model ranks joins the change list, with its predicted after-metrics
+        changes = _changes.with_model(changes, model["candidates"])
+        if changes[0]["kind"] == "model":
+            flags, flags_remove = list(changes[0]["flags_add"]), list(changes[0]["flags_remove"])
+            nxt = _changes.model_step(changes[0], model["predicted"]) + _not_checked_text(not_checked)
     return Diagnosis(branch_id, branch["title"], worst, failing, branches_failing, walk.path, walk.matched,
                      [r["id"] for r in walk.recs], walk.recs, walk.actions, walk.already, walk.skipped, conflicts,
                      flags, flags_remove, nxt, sorted(on_list), changes, not_checked, walk.undecided,
-                     signals_of(facts), mem_out, warnings, model=_model_view(b, s, w, dep, mem_out, worst))
+                     signals_of(facts), mem_out, warnings, model=model, sample=sample, saturation=sat)
 
 
 def conflicts_for(techniques_on, workload=None) -> list:

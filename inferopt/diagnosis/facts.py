@@ -17,7 +17,7 @@ from inferopt.diagnosis.inputs import Baseline, Deployment, SLOs, Workload
 from inferopt.errors import CourseError
 
 # which branch a failing metric sends you to
-METRIC_BRANCH = {"oom": "C", "ttft_p95_ms": "A", "tpot_p95_ms": "B", "throughput_tok_s": "B",
+METRIC_BRANCH = {"oom": "C", "ttft_p95_ms": "A", "tpot_p95_ms": "B", "throughput_tok_s": "B", "e2e_p95_ms": "B", "goodput_rps": "B",
                  "ttft_p99_ms": "D", "tpot_p99_ms": "D"}
 
 
@@ -137,6 +137,13 @@ def _metric_checks(b: Baseline, s: SLOs, tail_ratio: float) -> tuple[list, list]
             skipped.append({"metric": k, "why": "not measured"})
         elif v > slo:
             out.append({"metric": k, "value": v, "slo": slo, "ratio": v / slo, "branch": METRIC_BRANCH[k]})
+    if s.e2e_p95_ms is not None:   # the whole request: the branch of the part that takes most of it
+        if b.e2e_p95_ms is None:
+            skipped.append({"metric": "e2e_p95_ms", "why": "not measured"})
+        elif b.e2e_p95_ms > s.e2e_p95_ms:
+            prefill = b.ttft_p95_ms is not None and b.ttft_p95_ms >= 0.5 * b.e2e_p95_ms
+            out.append({"metric": "e2e_p95_ms", "value": b.e2e_p95_ms, "slo": s.e2e_p95_ms,
+                        "ratio": b.e2e_p95_ms / s.e2e_p95_ms, "branch": "A" if prefill else "B"})
     if s.throughput_tok_s is not None:
         if b.throughput_tok_s is None:
             skipped.append({"metric": "throughput_tok_s", "why": "not measured"})

@@ -67,6 +67,7 @@ METRIC_FIELDS = {
     "tpot_p95_ms": "P95 time per output token, ms",
     "ttft_p99_ms": "P99 time to first token, ms",
     "tpot_p99_ms": "P99 time per output token, ms",
+    "e2e_p95_ms": "P95 whole-request (end-to-end) latency, ms",
     "throughput_tok_s": "output tokens per second",
     "gpu_util": "GPU utilization, fraction 0..1",
     "oom": "true if the server ran out of memory",
@@ -76,12 +77,22 @@ METRIC_FIELDS = {
     "kv_cache_usage": "share of vLLM's KV cache blocks in use, 0..1 (vllm:kv_cache_usage_perc, a fraction despite its name)",
     "prefix_cache_hit_rate": "prefix-cache hits / queried tokens, 0..1 (vllm:prefix_cache_hits_total / queries_total)",
     "spec_acceptance_rate": "accepted / proposed draft tokens, 0..1 (vllm:spec_decode_num_accepted_tokens_total / num_draft_tokens_total)",
+    "requests": "completed requests behind the percentiles (the sample size: a P95 shown under its SLO at 90 % "
+                "confidence needs >= 45)",
+    "ttft_p95_bound_ms": "90 % order-statistic upper bound of the TTFT P95, ms (--baseline computes it from "
+                         "per-request latencies)",
+    "tpot_p95_bound_ms": "90 % order-statistic upper bound of the TPOT P95, ms",
+    "ttft_p99_bound_ms": "90 % order-statistic upper bound of the TTFT P99, ms",
+    "tpot_p99_bound_ms": "90 % order-statistic upper bound of the TPOT P99, ms",
+    "e2e_p95_bound_ms": "90 % order-statistic upper bound of the whole-request P95, ms",
 }
+BOUNDS = ("ttft_p95_bound_ms", "tpot_p95_bound_ms", "ttft_p99_bound_ms", "tpot_p99_bound_ms", "e2e_p95_bound_ms")
 SLO_FIELDS = {
     "ttft_p95_ms": "TTFT P95 SLO, ms",
     "tpot_p95_ms": "TPOT P95 SLO, ms",
     "ttft_p99_ms": "TTFT P99 SLO, ms",
     "tpot_p99_ms": "TPOT P99 SLO, ms",
+    "e2e_p95_ms": "whole-request (end-to-end) latency P95 SLO or alert threshold, ms",
     "throughput_tok_s": "minimum output tokens per second",
 }
 WORKLOAD_FIELDS = {
@@ -98,6 +109,7 @@ WORKLOAD_FIELDS = {
     "draft_model": "draft model name for speculative decoding",
     "draft_dtype": "dtype of the draft model's weights: bf16, fp16, fp8, int8 or int4",
     "int4_kernel": "kernel that runs INT4 weights: marlin or other",
+    "target_rps": "request rate the service must carry, req/s (with a sweep: sizes the fleet on goodput)",
 }
 # The deployment (all optional): with it the memory calculator (inferopt.planning.memory) decides
 # whether the weights fit, whether KV or weights dominate, and what each candidate change frees.
@@ -121,7 +133,7 @@ DRAFT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4")
 INT4_KERNELS = ("marlin", "other")
 FRACTIONS = {"gpu_util", "memory_used_frac", "shared_prefix_frac", "kv_cache_usage", "prefix_cache_hit_rate",
              "spec_acceptance_rate"}
-COUNTS = {"queue_len", "preemptions", "prompt_tokens", "output_tokens", "concurrency", "num_gpus", "lora_adapters",
+COUNTS = {"requests", "queue_len", "preemptions", "prompt_tokens", "output_tokens", "concurrency", "num_gpus", "lora_adapters",
           "gpus_per_node"}
 # which branch a failing metric sends you to
 
@@ -178,6 +190,7 @@ class Baseline:
     tpot_p95_ms: float | None = None
     ttft_p99_ms: float | None = None
     tpot_p99_ms: float | None = None
+    e2e_p95_ms: float | None = None
     throughput_tok_s: float | None = None
     gpu_util: float | None = None
     oom: bool = False
@@ -187,6 +200,12 @@ class Baseline:
     kv_cache_usage: float | None = None
     prefix_cache_hit_rate: float | None = None
     spec_acceptance_rate: float | None = None
+    requests: float | None = None
+    ttft_p95_bound_ms: float | None = None
+    tpot_p95_bound_ms: float | None = None
+    ttft_p99_bound_ms: float | None = None
+    tpot_p99_bound_ms: float | None = None
+    e2e_p95_bound_ms: float | None = None
 
     @classmethod
     def from_dict(cls, d) -> Baseline:
@@ -204,6 +223,14 @@ class Baseline:
             else:
                 vals[k] = _number("metrics", k, v, fraction=k in FRACTIONS, count=k in COUNTS)
         _check_percentiles("metrics", vals)
+        for k in BOUNDS:   # an upper bound of a percentile is one of the slowest values: never below the estimate
+            est = vals.get(k.replace("_bound", ""))
+            if vals.get(k) is not None and est is not None and vals[k] < est * (1 - 1e-9):
+                raise CourseError(f"metrics.{k}: {vals[k]:g} ms is below the sample {k.replace('_bound', '')} "
+                                  f"{est:g} ms, which an upper bound cannot be; check that both come from one run")
+        if vals.get("requests") == 0:
+            raise CourseError("metrics.requests: 0 completed requests; there is nothing to diagnose: run the "
+                              "benchmark again and check its errors")
         return cls(**vals)
 
 
@@ -215,6 +242,7 @@ class SLOs:
     tpot_p95_ms: float | None = None
     ttft_p99_ms: float | None = None
     tpot_p99_ms: float | None = None
+    e2e_p95_ms: float | None = None
     throughput_tok_s: float | None = None
 
     @classmethod
@@ -266,6 +294,7 @@ class Workload:
     draft_model: str | None = None
     draft_dtype: str | None = None
     int4_kernel: str | None = None
+    target_rps: float | None = None
 
     @classmethod
     def from_dict(cls, d) -> Workload:
@@ -392,11 +421,77 @@ def deployment_from_plan(path) -> tuple[dict, dict]:
 
 
 def read_inputs(metrics, slos, workload=None, deployment=None) -> tuple[Baseline, SLOs, Workload, Deployment | None]:
-    """The four inputs of ``diagnose`` checked (each may be given as its type or as a plain dict)."""
+    """The four inputs of ``diagnose`` checked (each may be given as its type or as a plain dict), field
+    by field and then against each other and the model (:func:`check_meaning`)."""
     b = metrics if isinstance(metrics, Baseline) else Baseline.from_dict(metrics)
     s = slos if isinstance(slos, SLOs) else SLOs.from_dict(slos)
     w = workload if isinstance(workload, Workload) else Workload.from_dict(workload)
     dep = deployment if isinstance(deployment, Deployment) or deployment is None else Deployment.from_dict(deployment)
     if isinstance(deployment, dict) and not deployment:
         dep = None
+    check_meaning(b, s, w, dep)
     return b, s, w, dep
+
+
+# A measured latency this many times above or below its SLO is a unit slip (s for ms, or us for ms), not a
+# measurement: a 500 ms SLO met by a 0.5 "ms" TTFT, or missed by a 900,000 "ms" one (15 minutes).
+UNIT_SLIP_RATIO = 500.0
+_LATENCIES = ("ttft_p95_ms", "tpot_p95_ms", "ttft_p99_ms", "tpot_p99_ms", "e2e_p95_ms")
+
+
+def context_limit(dep: Deployment | None) -> tuple[int, str] | None:
+    """(tokens, where it comes from): the longest request (prompt + output) the deployment serves:
+    --max-model-len when given, else the model's max_position_embeddings (vLLM's default max_model_len,
+    vllm/config/model.py); None without either."""
+    if dep is None:
+        return None
+    if dep.max_model_len:
+        return int(dep.max_model_len), "--max-model-len"
+    if dep.model:
+        from inferopt.planning.model_specs import load_spec
+
+        n = load_spec(dep.model).max_position_embeddings
+        if n:
+            return int(n), f"{dep.model}'s max_position_embeddings"
+    return None
+
+
+def check_meaning(b: Baseline, s: SLOs, w: Workload, dep: Deployment | None) -> None:
+    """The inputs checked against each other and against the model (each field alone is checked on the
+    way in): an SLO or a measured latency in the wrong unit, a part of a request slower than the whole
+    request, a request longer than the model's context. One CourseError naming what to fix."""
+    for k in ("ttft_p95_ms", "tpot_p95_ms"):   # a part of a request is never slower than all of it
+        part, whole = getattr(s, k), s.e2e_p95_ms
+        if part is not None and whole is not None and part > whole:
+            raise CourseError(f"slos.{k}: {part:g} ms is above the whole-request SLO e2e_p95_ms {whole:g} ms, which "
+                              f"no request can meet (its {k[:4].upper()} is part of its whole latency); give both in "
+                              f"ms (if {whole:g} was seconds, write {whole * 1000:g})")
+        part, whole = getattr(b, k), b.e2e_p95_ms
+        if part is not None and whole is not None and part > whole:
+            raise CourseError(f"metrics.{k}: {part:g} ms is above the measured e2e_p95_ms {whole:g} ms, which no "
+                              "distribution allows (every request's part is below its whole, so the P95s are "
+                              "ordered too); check the units and that the two come from the same run")
+    for k in _LATENCIES:
+        v, slo = getattr(b, k), getattr(s, k)
+        if v is None or slo is None or v == 0:
+            continue
+        if v * UNIT_SLIP_RATIO <= slo:
+            raise CourseError(f"metrics.{k}: {v:g} ms is {slo / v:,.0f} times below its SLO {slo:g} ms, which "
+                              f"looks like seconds; give milliseconds (e.g. {v * 1000:g})")
+        if v >= slo * UNIT_SLIP_RATIO:
+            raise CourseError(f"metrics.{k}: {v:g} ms is {v / slo:,.0f} times above its SLO {slo:g} ms, which "
+                              f"looks like microseconds; give milliseconds (e.g. {v / 1000:g})")
+    lim = context_limit(dep)
+    if lim is not None and w.prompt_tokens is not None:
+        n, where = lim
+        if w.prompt_tokens > n:
+            raise CourseError(f"workload.prompt_tokens: {w.prompt_tokens:,.0f} tokens is longer than the context of "
+                              f"{n:,} tokens ({where}); vLLM refuses such a prompt (vllm/renderers/params.py "
+                              "_token_len_check), so shorten the prompt or serve a longer-context model")
+        total = w.prompt_tokens + (w.output_tokens or 0)
+        if total > n:
+            raise CourseError(f"workload: prompt_tokens + output_tokens = {total:,.0f} tokens is longer than the "
+                              f"context of {n:,} tokens ({where}); vLLM cuts each output to {n - w.prompt_tokens:,.0f} "
+                              "tokens (vllm/entrypoints/serve/utils/api_utils.py get_max_tokens), so give "
+                              "output_tokens the run really produced, or raise --max-model-len (up to the model's "
+                              "max_position_embeddings)")

@@ -35,6 +35,8 @@ class Diagnosis:
     memory: dict | None = None
     warnings: list = field(default_factory=list)
     model: dict | None = None            # the performance model's view (diagnosis/model_view.py)
+    sample: dict = field(default_factory=dict)   # requests measured and each tail verdict (diagnosis/sample.py)
+    saturation: dict | None = None       # the sweep's throughput roof and the fleet (diagnosis/saturation.py)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -139,6 +141,8 @@ def format_text(d: Diagnosis) -> str:
         lines.append(f"  not checked: {x['metric']} ({x['why']})")
     for x in d.warnings:
         lines.append(f"  warning: {x}")
+    if d.saturation:
+        lines.append(f"  throughput: {d.saturation['text']}")
     if d.model and d.model.get("summary"):
         lines.append(f"  model: {d.model['summary']}")
         for c in d.model.get("candidates", []):

@@ -233,3 +233,21 @@ def ref_step_decision(readings, last_step, *, no_data_passes=False, at_or_below=
         if not ok:
             return "roll back"
     return "done" if last_step and done else "promote"
+
+
+def ref_course_frontier(by_level, slo, level: float = 0.9):
+    """(best, basis) from the course's verdict (``inferopt.bench.stats.slo_verdict``), level by level."""
+    from inferopt.bench import stats
+    from inferopt.bench.metrics import RequestRecord
+
+    best, on_max = None, False
+    for c in sorted(by_level):
+        done = [RequestRecord.from_dict(d) for d in by_level[c] if d.get("error") is None]
+        if len(done) < len(by_level[c]):
+            break
+        verdicts = [stats.slo_verdict(m, [1000 * getattr(x, f"{m}_s") for x in done if getattr(x, f"{m}_s") is not None],
+                                      getattr(slo, f"{m}_ms"), slo.percentile, level=level) for m in ("ttft", "tpot")]
+        if not all(v.passed is True for v in verdicts):
+            break
+        best, on_max = c, on_max or any(v.basis.startswith("maximum") for v in verdicts)
+    return best, (None if best is None else "maximum" if on_max else "bound")

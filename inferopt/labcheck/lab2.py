@@ -27,7 +27,7 @@ from inferopt.labcheck import (
     ratio_hint,
     rng,
 )
-from inferopt.labcheck import _references as _ref
+from inferopt.labcheck.references import REFS as _ref
 from inferopt.planning import platform_defaults as _PLATFORM
 
 MEMORY = "inferopt.planning.memory"

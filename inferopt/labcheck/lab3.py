@@ -25,9 +25,7 @@ from inferopt.labcheck import (
     ratio_hint,
     rng,
 )
-from inferopt.labcheck import _references as _ref
-
-DROP, SCALE = _ref.DROP, _ref.SCALE
+from inferopt.labcheck.references import REFS as _ref
 
 
 def random_flags(r):
@@ -48,18 +46,19 @@ def _flag_hint(flags, got, want):
     got = list(got) if isinstance(got, (list, tuple)) else got
     if not isinstance(got, list):
         return "return a list of strings"
-    for f in DROP:
+    drop, scale = _ref.DROP, _ref.SCALE
+    for f in drop:
         if f in flags and f in got:
             return f"{f} should be dropped (with its value)"
     for i, f in enumerate(flags):
-        if f in DROP and i + 1 < len(flags) and not flags[i + 1].startswith("--") and flags[i + 1] in got \
+        if f in drop and i + 1 < len(flags) and not flags[i + 1].startswith("--") and flags[i + 1] in got \
                 and flags[i + 1] not in want:
             return f"you dropped {f} but kept its value: a flag's value is the next list item"
     kept = [x for x in want if x.startswith("--")]
     for f in kept:
         if f not in got:
             return f"{f} was dropped but should be kept"
-    for f, v in SCALE.items():
+    for f, v in scale.items():
         if f in got and got.index(f) + 1 < len(got) and got[got.index(f) + 1] != v:
             return f"{f} keeps the plan's value; scale it for the CPU engine as the task says"
     if sorted(got) == sorted(want):

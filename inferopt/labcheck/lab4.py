@@ -21,7 +21,7 @@ from inferopt.labcheck import (
     quiet,
     rng,
 )
-from inferopt.labcheck import _references as _ref
+from inferopt.labcheck.references import REFS as _ref
 
 FORBIDDEN = [("numpy", "percentile"), ("numpy", "quantile"), ("numpy", "nanpercentile"), ("numpy", "nanquantile"),
              ("statistics", "quantiles"), ("inferopt.bench.metrics", "percentile"),
@@ -348,23 +348,6 @@ def ready_for_engine(ns: dict) -> None:
             raise NotDone(f"the engine starts once tasks 1-4 pass ({exc})") from None
 
 
-def course_frontier(by_level, slo, level: float = 0.9):
-    """(best, basis) from the course's verdict (``inferopt.bench.stats.slo_verdict``), level by level."""
-    from inferopt.bench import stats
-
-    best, on_max = None, False
-    for c in sorted(by_level):
-        done = [RequestRecord.from_dict(d) for d in by_level[c] if d.get("error") is None]
-        if len(done) < len(by_level[c]):
-            break
-        verdicts = [stats.slo_verdict(m, [1000 * getattr(x, f"{m}_s") for x in done if getattr(x, f"{m}_s") is not None],
-                                      getattr(slo, f"{m}_ms"), slo.percentile, level=level) for m in ("ttft", "tpot")]
-        if not all(v.passed is True for v in verdicts):
-            break
-        best, on_max = c, on_max or any(v.basis.startswith("maximum") for v in verdicts)
-    return best, (None if best is None else "maximum" if on_max else "bound")
-
-
 def check_live(ns: dict, summaries, by_level, slo) -> None:
     """The learner's functions give the course's numbers on today's measurement."""
     task = "Live check"
@@ -384,6 +367,6 @@ def check_live(ns: dict, summaries, by_level, slo) -> None:
                                   "on today's records")
     with forbid(ns, FRONTIER_FORBIDDEN), quiet():
         got = call(task, max_concurrency, by_level, slo)
-    if tuple(got) != course_frontier(by_level, slo):
+    if tuple(got) != _ref.ref_course_frontier(by_level, slo):
         raise CheckFailed(f"{task}: your max_concurrency differs from the course's on today's sweep")
     passed("all your functions agree with inferopt.bench.metrics on today's measurement")

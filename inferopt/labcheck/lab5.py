@@ -18,7 +18,7 @@ from inferopt.labcheck import (
     ratio_hint,
     rng,
 )
-from inferopt.labcheck import _references as _ref
+from inferopt.labcheck.references import REFS as _ref
 
 FORBIDDEN = [("inferopt.planning.capacity", "plan_instances"), ("inferopt.planning.planner", "littles_law")]
 

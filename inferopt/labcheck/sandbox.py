@@ -82,7 +82,7 @@ class _Closed(types.ModuleType):
 
 
 def _close_checks():
-    for name in ("lab1", "lab2", "lab3", "lab4", "lab5", "_references", "isolated", "grade", "remote"):
+    for name in ("lab1", "lab2", "lab3", "lab4", "lab5", "_references", "references", "isolated", "grade", "remote"):
         sys.modules[f"inferopt.labcheck.{name}"] = _Closed(f"inferopt.labcheck.{name}")
 
 

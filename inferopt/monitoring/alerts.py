@@ -79,6 +79,12 @@ class SLOs:
                               f"got {self.gpu_memory_fraction!r}.")
         if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_-]*", str(self.job)):
             raise CourseError(f"job {self.job!r}: use a plain scrape-job name such as 'vllm'.")
+        for name in ("ttft_p95_s", "tpot_p95_s"):   # a part of a request is never slower than the whole of it
+            v = getattr(self, name)
+            if v >= self.max_request_s:
+                raise CourseError(f"{name}={v:g} s is not below max_request_s={self.max_request_s:g} s (the whole "
+                                  f"request), so no request could trip it; thresholds are in seconds: if {v:g} was "
+                                  f"milliseconds, give {v / 1000:g}")
         bounds = histogram_bounds("vllm:e2e_request_latency_seconds")
         if float(self.max_request_s) not in bounds:
             near = min(bounds, key=lambda b: abs(b - self.max_request_s))

@@ -1,7 +1,8 @@
 """Run Prometheus' own checker: ``promtool check rules FILE`` and ``promtool test rules FILE``.
 
-promtool comes with Debian's ``prometheus`` package (2.42 here). It is looked up on PATH
-(or ``INFEROPT_PROMTOOL``); when it is missing a :class:`CourseError` names the install command.
+promtool comes with Debian's ``prometheus`` package (2.42 here). It is looked up in ``INFEROPT_PROMTOOL``,
+then on PATH, then in ``~/.local/bin`` (where a learner without sudo puts it: ``make preflight`` says how);
+when it is missing a :class:`CourseError` names the install commands.
 """
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from pathlib import Path
 
 from inferopt.errors import CourseError
 
-INSTALL_HINT = ("make setup   (or: apt-get install -y --no-install-recommends prometheus, "
-                "which gives /usr/bin/prometheus and /usr/bin/promtool and starts no daemon)")
+INSTALL_HINT = ("make tools   (sudo apt-get install -y --no-install-recommends prometheus, which gives "
+                "/usr/bin/prometheus and /usr/bin/promtool and starts no daemon); without sudo, unpack Debian's "
+                "package into ~/.local: `make preflight` prints the commands")
 
 
 def find_tool(name: str, env_var: str) -> str:
@@ -24,7 +26,7 @@ def find_tool(name: str, env_var: str) -> str:
         if not (Path(override).is_file() and os.access(override, os.X_OK)):
             raise CourseError(f"{env_var}={override!r} is not an executable file. Unset it or fix the path.")
         return override
-    exe = shutil.which(name)
+    exe = shutil.which(name) or shutil.which(name, path=str(Path.home() / ".local" / "bin"))
     if not exe:
         raise CourseError(f"`{name}` is not installed (not found on PATH). Install it with: {INSTALL_HINT}")
     return exe

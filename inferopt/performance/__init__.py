@@ -15,5 +15,7 @@ Rooms (arrows point down: this package uses :mod:`inferopt.planning`, never :mod
 - :mod:`.predict`: TTFT, TPOT, ITL, throughput, queue length, KV usage and the binding limit of a
   workload, and the ``python -m inferopt predict`` command;
 - :mod:`.calibration`: fit the factors on stored runs (the course's CPU runs, cited public GPU runs)
-  and report the error on the runs not used to fit them.
+  and report the error on the runs not used to fit them;
+- :mod:`.measured`: the TTFT and TPOT error on 81 measured vLLM runs at load (H200, cited), fitted rows
+  and held-out rows.
 """

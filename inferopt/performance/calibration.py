@@ -8,11 +8,13 @@ and memory time add up). The global factors, the per-sequence cost of a step and
 per request, are fitted on the runs marked ``fit: true`` (one session's sweeps); every other run is a
 prediction from its own session's idle record.
 
-GPU (``assets/results/perf_gpu_runs.yaml``, cited public runs): the efficiency of the memory roof,
-the fixed step overhead and the all-reduce latency are fitted on the runs marked ``fit: true``; the
-error is reported on the others. Those runs are decode-bound bursts of 10 requests, so they cannot
-pin the compute efficiency (prefill) or the per-sequence cost (large batches): both stay at the
-profile's stated values and the prefill-heavy predictions carry that uncertainty.
+GPU (``assets/results/perf_gpu_runs.yaml``, cited public runs): the efficiency of the memory roof and
+the fixed step overhead are fitted on the runs marked ``fit: true``; the error is reported on the
+others. The all-reduce's bandwidth per direction and latency per call are cited figures of
+``assets/gpus.yaml`` ``links``, not fitted. Those runs are decode-bound bursts of 10 requests, so they
+cannot pin the compute efficiency (prefill): :mod:`inferopt.performance.measured` fits it on measured
+runs at load (``assets/performance/measured_runs_h200.csv``) and reports the error on the rows it did
+not fit.
 
 :func:`fit_cpu` / :func:`fit_gpu` answer a :class:`Calibration` (the fitted profile, one
 :class:`RunError` per run, and the median / worst relative error per metric on the runs not fitted).
@@ -187,7 +189,7 @@ def _gpu_runs(profile: P.Profile, data: dict, only_fit: bool = False) -> list:
     return out
 
 
-GPU_GRID = {"memory": [0.65, 0.75, 0.85], "step_overhead_ms": [0.5, 1.5, 3.0], "allreduce_latency_us": [5.0, 15.0, 30.0]}
+GPU_GRID = {"memory": [0.65, 0.75, 0.85], "step_overhead_ms": [0.5, 1.5, 3.0]}
 
 
 def fit_gpu(records: dict | None = None, start: P.Profile | None = None) -> Calibration:
@@ -195,8 +197,8 @@ def fit_gpu(records: dict | None = None, start: P.Profile | None = None) -> Cali
     runs = records or assets.load("results/perf_gpu_runs.yaml")
     base = start or P.profile("gpu")
     best, best_score = None, math.inf
-    for mem, ov, ar in itertools.product(*GPU_GRID.values()):
-        cand = base.with_(efficiency={**base.efficiency, "memory": mem}, step_overhead_ms=ov, allreduce_latency_us=ar)
+    for mem, ov in itertools.product(*GPU_GRID.values()):
+        cand = base.with_(efficiency={**base.efficiency, "memory": mem}, step_overhead_ms=ov)
         score = _score(_gpu_runs(cand, runs, only_fit=True))
         if score < best_score:
             best, best_score = cand, score
@@ -217,6 +219,7 @@ def _entry(p: P.Profile) -> str:
               f"    step_overhead_ms: {p.step_overhead_ms}", f"    eager_launch_us_per_layer: {p.eager_launch_us_per_layer}",
               f"    per_seq_step_us: {p.per_seq_step_us}", f"    allreduce_latency_us: {p.allreduce_latency_us}",
               f"    overlap: {'true' if p.overlap else 'false'}",
+              f"    closed_loop_spread: {'true' if p.closed_loop_spread else 'false'}",
               f"    frontend: {{per_request_ms: {p.frontend_per_request_ms}, per_token_us: {p.frontend_per_token_us}}}"]
     err = ", ".join(f"{m}: {{median: {v['median']}, worst: {v['worst']}, n: {v['n']}}}" for m, v in p.error.items())
     lines.append(f"    error: {{{err}}}")
@@ -227,9 +230,12 @@ HEADER = """# The performance model's factors (inferopt/performance/profiles.py 
 # Written by `python -m inferopt.performance.calibration --write`, which fits them on the runs marked
 # `fit: true` in assets/results/perf_gpu_runs.yaml (GPU) and assets/results/perf_cpu_runs.yaml (CPU), and
 # stores the relative error on the other runs; tests/test_performance_calibration.py re-fits and compares.
-# Stated, not fitted (no stored run isolates them): the GPU's compute efficiency and per-sequence cost (the
-# public runs are decode bursts of 10 requests), eager_launch_us_per_layer (~12 kernel launches of ~5 us per
-# layer without CUDA graphs), the network efficiency and the front-end's per-token cost.
+# The GPU's compute efficiency is fitted on measured runs at load (python -m inferopt.performance.measured --fit:
+# Llama-3.1-70B at TP 2 and 8 of assets/performance/measured_runs_h200.csv; tests/test_performance_measured.py).
+# Stated, not fitted: the GPU's per-sequence cost, eager_launch_us_per_layer (~12 kernel launches of ~5 us per
+# layer without CUDA graphs) and the front-end's per-token cost. A GPU of the catalog takes its all-reduce's
+# bandwidth per direction, latency per call and efficiency from assets/gpus.yaml `links` (cited); the profile's
+# allreduce_latency_us and network efficiency serve only a device outside the catalog.
 profiles:
 """
 

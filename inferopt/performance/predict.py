@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from inferopt.errors import CourseError
 from inferopt.performance import profiles as P
@@ -150,6 +150,28 @@ def _limit(res: SimResult, sched: SchedulerConfig, saturated: bool) -> tuple[str
     return top, f"{pre}{share:.0%} of the step time is {what}"
 
 
+PROMPTS_PER_CONCURRENCY = 10     # a closed-loop run's prompts per request in flight when none are given:
+# vllm bench serve sweeps commonly send --num-prompts 10 x --max-concurrency; the measured runs at load
+# (assets/performance/measured_runs_h200.csv) fit 10 (inferopt.performance.measured fits it on its fit rows)
+
+
+def _closed_run(engine: Engine, cfg: SchedulerConfig, wl: Workload) -> SimResult:
+    """A closed-loop run of ``wl.num_requests`` prompts at ``wl.concurrency``: the first C sent at once, the rest
+    in the spread steady state. Rates, queue, KV and step shares are the steady state's; TTFT / TPOT / E2E lists
+    hold the burst's C requests and N - C drawn in turn from the steady state's."""
+    C, N = wl.concurrency, wl.num_requests
+    steady = simulate(engine, cfg, replace(wl, num_requests=max(3 * C, 40), warm_start=True))
+    burst = simulate(engine, cfg, replace(wl, num_requests=C))
+
+    def mix(first: list, rest: list) -> list:
+        return list(first) + [rest[i % len(rest)] for i in range(N - C)] if rest else list(first)
+
+    steady.ttft_s = mix(burst.ttft_s, steady.ttft_s)
+    steady.tpot_s = mix(burst.tpot_s, steady.tpot_s)
+    steady.e2e_s = mix(burst.e2e_s, steady.e2e_s)
+    return steady
+
+
 def predict(model, gpu: str, *, input_tokens: int, output_tokens: int, concurrency: int | None = None,
             request_rate: float | None = None, num_gpus: int | None = None, tp: int = 1, pp: int = 1,
             weights: str = "auto", kv_dtype: str = "auto", dtype: str = "bfloat16",
@@ -158,11 +180,22 @@ def predict(model, gpu: str, *, input_tokens: int, output_tokens: int, concurren
             gpu_memory_utilization: float = memory.DEFAULT_GPU_MEMORY_UTILIZATION, max_model_len: int | None = None,
             kv_cache_memory_bytes: int | None = None, api_server_count: int = 1, num_requests: int | None = None,
             profile: P.Profile | None = None, roof: R.Roof | None = None, seed: int = 0,
-            lengths: list | None = None, num_scheduler_steps: int = 1, arrivals: list | None = None) -> Prediction:
+            lengths: list | None = None, num_scheduler_steps: int = 1, arrivals: list | None = None,
+            spread: bool | None = None) -> Prediction:
     """The model's prediction for one operating point (see the module docstring).
 
     ``arrivals``: explicit arrival times in seconds (one per request, in order, with ``lengths``) instead of
-    a concurrency or a rate: a scripted scene, e.g. decode streams that a long prompt joins."""
+    a concurrency or a rate: a scripted scene, e.g. decode streams that a long prompt joins.
+
+    Closed loop (``concurrency`` C, ``num_requests`` N prompts, default ``PROMPTS_PER_CONCURRENCY`` x C): the
+    means are over a run as ``vllm bench serve --max-concurrency C --num-prompts N`` sends it: its first C
+    prompts at once (a burst whose prefills queue behind each other), then one prompt whenever one finishes,
+    by then spread over a request's life (the steady state: :func:`~inferopt.performance.scheduler.simulate`
+    with ``warm_start``). ``spread=False``: every request stays in lockstep with the first burst (the simulator
+    alone, deterministic requests of equal length). ``spread=None``: the profile's ``closed_loop_spread``,
+    measured per kind: on the H200 runs at load (10 prompts per request in flight) lockstep over-predicts TTFT
+    1.5-3x (tests/test_performance_measured.py); the course's CPU runs (1-5 prompts per request in flight, a
+    cycle or two) fit lockstep better (TTFT median error 17 % against 21 % spread)."""
     spec = load_spec(model)
     on_cpu = str(gpu).lower() == "cpu"
     tp = _num("tp", tp, whole=True, lo=1)
@@ -188,6 +221,7 @@ def predict(model, gpu: str, *, input_tokens: int, output_tokens: int, concurren
     if arrivals is not None and (replicas != 1 or not lengths or len(lengths) != len(arrivals)):
         raise CourseError("arrivals: give one (prompt, output) pair in lengths per arrival, on one replica")
     prof = profile or P.profile("cpu" if on_cpu else "gpu")
+    spread = prof.closed_loop_spread if spread is None else bool(spread)
     fmt = memory.resolve_weight_format(spec, weights)
     if on_cpu:
         fmt = "fp32" if weights == "auto" and dtype in ("float32", "fp32") else fmt
@@ -216,10 +250,14 @@ def predict(model, gpu: str, *, input_tokens: int, output_tokens: int, concurren
     per_conc = None if concurrency is None else max(1, math.ceil(concurrency / replicas))
     per_rate = None if request_rate is None else request_rate / replicas
     n = (len(arrivals) if arrivals is not None else num_requests
-         or (max(4 * per_conc, 40) if per_conc else int(min(3000, max(100, per_rate * 30)))))
+         or (PROMPTS_PER_CONCURRENCY * per_conc if per_conc and spread else
+             max(4 * per_conc, 40) if per_conc else int(min(3000, max(100, per_rate * 30)))))
     wl = Workload(int(input_tokens), int(output_tokens), per_conc, per_rate, int(n), seed,
                   [tuple(x) for x in lengths] if lengths else None, list(arrivals) if arrivals is not None else None)
-    res = simulate(engine, cfg, wl)
+    if per_conc is not None and spread and not lengths and n > per_conc:
+        res = _closed_run(engine, cfg, wl)
+    else:
+        res = simulate(engine, cfg, wl)
     T = res.duration_s or 1.0
     thr, req_thr, saturated = res.output_tokens / T, res.completed / T, False
     if per_rate is not None:
@@ -303,7 +341,8 @@ def add_subcommand(subparsers) -> None:
     p.add_argument("--max-model-len", type=int, default=None)
     p.add_argument("--kv-cache-memory-bytes", type=int, default=None)
     p.add_argument("--api-server-count", type=int, default=1)
-    p.add_argument("--num-requests", type=int, default=None, help="requests to simulate (default: by load)")
+    p.add_argument("--num-requests", type=int, default=None,
+                   help="closed loop: prompts in the run (GPU default 10 x concurrency); open loop: requests")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cli)
 

@@ -5,7 +5,9 @@ kernels reach (``efficiency``), the fixed cost of an engine step (``step_overhea
 input preparation, sampling, the CUDA-graph replay), the extra launch cost per layer without CUDA
 graphs (``eager_launch_us_per_layer``, paid with ``--enforce-eager``), a cost per sequence in the step
 (``per_seq_step_us``: its share of scheduling, sampling and output processing), the latency of one
-all-reduce (``allreduce_latency_us``), and the API server's cost (``frontend``). ``error`` is what the
+all-reduce (``allreduce_latency_us``, a device outside the GPU catalog), the API server's cost (``frontend``),
+and whether a closed loop's arrivals spread out after its first burst (``closed_loop_spread``: measured per
+kind, see :func:`inferopt.performance.predict.predict`). ``error`` is what the
 calibration measured on runs not used for fitting (:mod:`inferopt.performance.calibration` re-fits
 them and its test checks that the stored figures are what a re-fit gives).
 """
@@ -31,6 +33,7 @@ class Profile:
     error: dict = field(default_factory=dict)
     fitted_on: str = ""
     roof: dict | None = None          # {"peak_flops", "bandwidth"} for a device outside the GPU catalog
+    closed_loop_spread: bool = True   # closed loop after the first burst: arrivals spread (see predict.predict)
 
     def with_(self, **kw) -> Profile:
         """A copy with some factors changed (what calibration varies)."""
@@ -42,7 +45,7 @@ def _from_entry(kind: str, e: dict) -> Profile:
     return Profile(kind, dict(e["efficiency"]), float(e["step_overhead_ms"]), float(e["eager_launch_us_per_layer"]),
                    float(e["per_seq_step_us"]), float(e["allreduce_latency_us"]), float(fe["per_request_ms"]),
                    float(fe["per_token_us"]), bool(e["overlap"]), dict(e.get("error", {})), e["fitted_on"],
-                   dict(e["roof"]) if e.get("roof") else None)
+                   dict(e["roof"]) if e.get("roof") else None, bool(e.get("closed_loop_spread", True)))
 
 
 def profile(kind: str) -> Profile:

@@ -12,7 +12,11 @@ already cached (one shared copy), so only the rest is prefilled.
 The step takes ``Engine.step_time`` (the per-kernel roofline with the profile's factors), or the
 front-end's time for that step's output when that is longer (:mod:`inferopt.performance.frontend`).
 Closed loop: ``concurrency`` requests stay outstanding (a new one arrives when one finishes, like
-``vllm bench serve --max-concurrency``). Open loop: Poisson arrivals at ``request_rate`` from a fixed
+``vllm bench serve --max-concurrency``): from one burst of C at time 0 (requests of equal length then stay
+in its lockstep), or with ``warm_start`` from the spread steady state (C uncounted requests whose outputs
+are staggered 1/C of a request apart, so one finishes every output_tokens / C steps; uncounted fillers keep
+the load at C until the last counted request finishes, and every figure counts from the first counted
+arrival). Open loop: Poisson arrivals at ``request_rate`` from a fixed
 seed, or at explicit ``arrivals`` (request i at ``arrivals[i]``, with ``lengths[i]``: a scripted scene such
 as decode streams joined by a long prompt). Decoding requests are kept as aggregates (count, summed context, a heap of finish steps), so a
 step costs O(1) plus the requests that change state in it.
@@ -53,6 +57,7 @@ class Workload:
     seed: int = 0
     lengths: list | None = None        # per-request (prompt, output) tokens, cycled; overrides the two means
     arrivals: list | None = None       # explicit arrival times (s), one per request: open loop, no rate
+    warm_start: bool = False           # closed loop: start from the spread steady state, not one burst (see simulate)
 
 
 @dataclass
@@ -68,6 +73,7 @@ class _Req:
     first_time: float = -1.0
     version: int = 0
     recompute: int = 0                 # tokens produced before a preemption, prefilled again
+    counted: bool = True               # False: a warm-start request, left out of every figure
 
 
 @dataclass
@@ -157,9 +163,12 @@ def simulate(engine: Engine, cfg: SchedulerConfig, wl: Workload) -> SimResult:
     now, step = 0.0, 0
     times = [0.0]                      # end time of each step (times[k] = end of step k-1)
     issued = 0
+    t0 = None                          # arrival of the first counted request: the figures' time origin
+    fillers = 0                        # uncounted requests (warm start), numbered -1, -2, ...
+    window_tokens = 0                  # tokens every request produced from t0 on (warm start: the throughput)
 
     def spawn(at: float) -> None:
-        nonlocal next_id, issued
+        nonlocal next_id, issued, t0
         if wl.lengths:
             i, o = wl.lengths[next_id % len(wl.lengths)]
             h = min(hit, (i - 1) // cfg.block_size * cfg.block_size)
@@ -168,12 +177,35 @@ def simulate(engine: Engine, cfg: SchedulerConfig, wl: Workload) -> SimResult:
             waiting.append(_Req(next_id, at, wl.input_tokens - hit, hit, wl.output_tokens))
         next_id += 1
         issued += 1
+        t0 = at if t0 is None else t0
 
-    if wl.concurrency is not None:
+    warm = wl.concurrency is not None and wl.warm_start
+    if warm:
+        # the steady state of a closed loop: its C requests are spread over a request's life, so one finishes
+        # (and its successor arrives) every output_tokens / C steps. Start there: C uncounted requests whose
+        # outputs are staggered 1/C of a request apart; each counted request replaces one when it finishes.
+        C = wl.concurrency
+        for k in range(C):
+            o = max(1, math.ceil((k + 1) * wl.output_tokens / C))
+            waiting.append(_Req(-1 - k, 0.0, wl.input_tokens - hit, hit, o, counted=False))
+        fillers = C
+    elif wl.concurrency is not None:
         for _ in range(min(wl.concurrency, wl.num_requests)):
             spawn(0.0)
     else:
         ai = 0
+    def replace(at: float) -> None:
+        """Closed loop: a finished request's client sends the next one (warm start: uncounted fillers once
+        the counted requests are all sent, so the load stays at C until the last counted one finishes)."""
+        nonlocal fillers
+        if wl.concurrency is None:
+            return
+        if issued < wl.num_requests:
+            spawn(at)
+        elif warm:
+            fillers += 1
+            waiting.append(_Req(-fillers, at, wl.input_tokens - hit, hit, wl.output_tokens, counted=False))
+
     blocks_of = lambda tokens, n: tokens / cfg.block_size + 0.5 * n      # noqa: E731  (mean half-empty last block)
 
     def preempt_last() -> bool:
@@ -250,23 +282,25 @@ def simulate(engine: Engine, cfg: SchedulerConfig, wl: Workload) -> SimResult:
         t_engine = sr.time_s * engine.pp
         t_front = frontend_time(engine.profile, n_dec + len(finishing_prefill), admitted, cfg.api_server_count)
         dt = max(t_engine, t_front)
-        for k in sr.kernels:
-            res.kernel_time[k.name] = res.kernel_time.get(k.name, 0.0) + k.time_s * engine.pp
-            key = (k.name, k.bound)
-            res.kernel_bound[key] = res.kernel_bound.get(key, 0.0) + k.time_s * engine.pp
-        if t_front > t_engine:
-            res.frontend_paced_s += dt
-            res.kernel_time["frontend_wait"] = res.kernel_time.get("frontend_wait", 0.0) + t_front - t_engine
         running = len(decoding) + len(prefilling) + admitted
-        res.time_waiting += len(waiting) * dt
-        res.time_running += running * dt
-        kv = min(1.0, (blocks_of(used_tokens + n_dec, running) + shared_blocks) /
-                 (cap_blocks + shared_blocks)) if running else 0.0
-        res.time_kv += kv * dt
-        res.kv_max = max(res.kv_max, kv)
-        res.max_running = max(res.max_running, running)
-        if n_dec:
-            res.itl_weighted.append((dt, n_dec))
+        if t0 is not None:             # warm start: the figures count from the first counted arrival on
+            for k in sr.kernels:
+                res.kernel_time[k.name] = res.kernel_time.get(k.name, 0.0) + k.time_s * engine.pp
+                key = (k.name, k.bound)
+                res.kernel_bound[key] = res.kernel_bound.get(key, 0.0) + k.time_s * engine.pp
+            if t_front > t_engine:
+                res.frontend_paced_s += dt
+                res.kernel_time["frontend_wait"] = res.kernel_time.get("frontend_wait", 0.0) + t_front - t_engine
+            res.time_waiting += len(waiting) * dt
+            res.time_running += running * dt
+            kv = min(1.0, (blocks_of(used_tokens + n_dec, running) + shared_blocks) /
+                     (cap_blocks + shared_blocks)) if running else 0.0
+            res.time_kv += kv * dt
+            res.kv_max = max(res.kv_max, kv)
+            res.max_running = max(res.max_running, running)
+            if n_dec:
+                res.itl_weighted.append((dt, n_dec))
+            window_tokens += n_dec + len(finishing_prefill)
         now += dt
         step += 1
         times.append(now)
@@ -286,8 +320,7 @@ def simulate(engine: Engine, cfg: SchedulerConfig, wl: Workload) -> SimResult:
             if produced >= r.output:
                 _finish(r, now, res, wl, times)
                 used_tokens -= r.prompt + r.recompute
-                if wl.concurrency is not None and issued < wl.num_requests:
-                    spawn(now)
+                replace(now)
                 continue
             ctx = r.cached + r.prompt + r.recompute
             decoding[r.rid] = r
@@ -305,16 +338,20 @@ def simulate(engine: Engine, cfg: SchedulerConfig, wl: Workload) -> SimResult:
             dec_ctx_sum -= ctx
             used_tokens -= ctx - r.cached
             _finish(r, now, res, wl, times)
-            if wl.concurrency is not None and issued < wl.num_requests:
-                spawn(now)
+            replace(now)
     res.steps = step
     first = 0.0 if not open_loop else (arrivals[0] if arrivals else 0.0)
-    res.duration_s = now - first
+    res.duration_s = now - (t0 if warm else first)
+    if warm:      # the rate of the steady state: every request's tokens in the window, not only the counted ones'
+        res.output_tokens = window_tokens
+        res.completed = round(window_tokens / wl.output_tokens)
     res.arrival_span_s = (arrivals[-1] - arrivals[0]) if open_loop and len(arrivals) > 1 else 0.0
     return res
 
 
 def _finish(r: _Req, now: float, res: SimResult, wl: Workload, times: list) -> None:
+    if not r.counted:
+        return
     res.finishes.append((r.arrival, now, r.output))
     res.records.append({"rid": r.rid, "arrival_s": r.arrival, "ttft_s": r.first_time - r.arrival,
                         "tpot_s": (now - r.first_time) / (r.output - 1) if r.output > 1 else None,

@@ -4,7 +4,8 @@
 when ``concurrency`` requests of ``input_tokens`` / ``output_tokens`` stay in flight, without
 simulating steps: the running batch is the concurrency capped by ``--max-num-seqs`` and by the KV
 cache (each request holds up to prompt + output tokens); each request's prompt is spread over its
-output steps (chunked prefill: B x prompt / output tokens of prefill per step); a step takes the
+output steps (chunked prefill: B x prompt / output tokens of prefill per step; with fewer than one arrival
+per step, a cycle of the steps one prompt takes and output_tokens / B - those of decode only); a step takes the
 per-kernel roofline's time or the front-end's, whichever is longer; TTFT is the steps its own prompt
 needs within the token budget plus the wait for a slot (Little's law on the queue). The simulator
 stays the reference (tests/test_performance_steady.py keeps the two within a stated tolerance).
@@ -12,7 +13,7 @@ stays the reference (tests/test_performance_steady.py keeps the two within a sta
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from inferopt.errors import CourseError
 from inferopt.performance.frontend import frontend_time
@@ -69,10 +70,20 @@ def steady_state(engine: Engine, cfg: SchedulerConfig, input_tokens: int, output
     B = min(concurrency, cfg.max_num_seqs, by_kv)
     ctx = input_tokens + output_tokens / 2
     room = max(1, cfg.max_num_batched_tokens - B)
-    pre = min(room, math.ceil(B * new / output_tokens))
-    reqs = max(1, round(B / output_tokens)) if pre else 0
-    step = engine.step(B, ctx, pre, hit + new / 2, reqs)
-    t_eng = step.time_s * engine.pp
+    if B >= output_tokens:       # a request arrives every step or more: each step carries prompt tokens
+        pre = min(room, math.ceil(B * new / output_tokens))
+        reqs = max(1, round(B / output_tokens)) if pre else 0
+        step = engine.step(B, ctx, pre, hit + new / 2, reqs)
+        kernels, t_eng = step.kernels, step.time_s * engine.pp
+    else:                        # one arrival every output_tokens / B steps: its prompt's steps, then decode only
+        k = output_tokens / B
+        n_pre = math.ceil(new / room)
+        step = engine.step(B, ctx, min(new, room), hit + new / 2, 1)
+        dec = engine.step(B, ctx)
+        w_pre, w_dec = n_pre / max(k, n_pre), max(0.0, k - n_pre) / max(k, n_pre)
+        kernels = [replace(x, time_s=x.time_s * w_pre) for x in step.kernels] + \
+                  [replace(x, time_s=x.time_s * w_dec) for x in dec.kernels]
+        t_eng = (step.time_s * w_pre + dec.time_s * w_dec) * engine.pp
     t_fe = frontend_time(engine.profile, B, B / output_tokens, cfg.api_server_count)
     tpot = max(t_eng, t_fe)
     chunks = math.ceil(new / room)
@@ -84,7 +95,11 @@ def steady_state(engine: Engine, cfg: SchedulerConfig, input_tokens: int, output
     if queue > 0:
         ttft += queue / x
     kv = min(1.0, B * ctx / cfg.kv_capacity_tokens)
-    shares = {k.name: round(k.time_s / step.time_s, 4) for k in step.kernels if step.time_s}
+    total = sum(kt.time_s for kt in kernels)
+    shares = {}
+    for kt in kernels:
+        shares[kt.name] = shares.get(kt.name, 0.0) + kt.time_s
+    shares = {n: round(v / total, 4) for n, v in shares.items()} if total else {}
     if queue > 0 and B == by_kv and by_kv < min(concurrency, cfg.max_num_seqs):
         limit, why = "kv_cache", (f"the KV cache holds {by_kv} requests of {input_tokens}+{output_tokens} tokens: "
                                   f"{queue} wait for blocks")
@@ -95,6 +110,6 @@ def steady_state(engine: Engine, cfg: SchedulerConfig, input_tokens: int, output
         limit, why = "frontend", (f"the API server needs {t_fe * 1e3:.1f} ms per step for the tokens, the engine "
                                   f"{t_eng * 1e3:.1f} ms: add --api-server-count")
     else:
-        limit, share = kernel_limit(step.kernels)
+        limit, share = kernel_limit(kernels)
         why = f"{share:.0%} of the step time is {WHAT[limit]}"
     return Steady(ttft * 1e3, tpot * 1e3, x * output_tokens, float(B), float(max(0, queue)), kv, limit, why, shares)

@@ -11,6 +11,8 @@ ask these functions; ``tests/test_hardware_rules.py`` fails on a stray copy else
     hardware.supports("T4", "int4_marlin")   # True (marlin_utils.query_marlin_supported_quant_types)
     hardware.fp8_mode("A100")                # "w8a16": FP8 weights run weight-only (FP8 Marlin)
     hardware.batch_defaults("A100")          # (2048, 256): get_batch_defaults for the server
+    hardware.int4_kernel("H100", "gptq")     # "MacheteLinearKernel": vLLM's choose_mp_linear_kernel there
+    hardware.fp8_kv_backend("H100")          # "not determinable on the CPU build: ..." (FlashAttention's extension)
 """
 from __future__ import annotations
 
@@ -162,7 +164,10 @@ def technique_verdict(enable_flags, gpu) -> dict:
         return {"ruled_out": False, "rules": matched, "why": f"runs as {', '.join(ok)}"}
     if "--attention-backend" in flags:
         want = flags[flags.index("--attention-backend") + 1]
-        pick = table().get("attention", {}).get(gid, {}).get("auto")
+        row = table().get("attention", {}).get(gid, {})
+        pick = row.get("auto")
+        if pick is None and row.get("auto_not_determinable"):
+            return {"ruled_out": False, "rules": ["attention"], "why": row["auto_not_determinable"]}
         if pick is not None and pick != want:
             return {"ruled_out": True, "rules": ["attention"],
                     "why": f"vLLM picks {pick} on this GPU, not {want}"}
@@ -203,6 +208,25 @@ def fp8_kv_refusal(gpu) -> str | None:
         return None
     row = table().get("attention", {}).get(gpu_catalog.resolve(str(gpu), "gpu"), {})
     return row.get("fp8_refusal") if row.get("fp8") is None else None
+
+
+def fp8_kv_backend(gpu) -> str | None:
+    """The attention backend vLLM 0.32 picks for ``--kv-cache-dtype fp8`` on ``gpu`` (the table's ``attention`` row),
+    the row's "not determinable on the CPU build: ..." line where the answer turns on what the CPU build lacks (the
+    FlashAttention extension on Hopper), or None where vLLM refuses (:func:`fp8_kv_refusal` says why)."""
+    row = table().get("attention", {}).get(gpu_catalog.resolve(str(gpu), "gpu"), {})
+    return row.get("fp8") or row.get("fp8_not_determinable")
+
+
+def int4_kernel(gpu, rule_id: str = "int4_marlin") -> str | None:
+    """The kernel class vLLM 0.32's ``choose_mp_linear_kernel`` picks for the INT4 checkpoint of ``rule_id``
+    (int4_marlin: AWQ; gptq) when the engine builds the model's linear layers on ``gpu`` (the ``int4_kernels``
+    section: MacheteLinearKernel on Hopper, MarlinLinearKernel elsewhere from Turing); None where it does not load."""
+    row = table().get("int4_kernels", {}).get(gpu_catalog.resolve(str(gpu), "gpu"))
+    if row is None or rule_id not in row:
+        raise CourseError(f"no INT4 kernel for {gpu!r} / {rule_id!r} in assets/hardware_rules.yaml; "
+                          "regenerate it with `python -m inferopt hardware-table` or name a catalog GPU")
+    return row[rule_id]
 
 
 def model_dtype(gpu, checkpoint_dtype: str = "bfloat16") -> str | None:

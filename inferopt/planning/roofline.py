@@ -198,7 +198,9 @@ class Roof:
     name: str
     peak: dict
     bandwidth: float
-    interconnect: float | None = None
+    interconnect: float | None = None          # bytes/s per direction (what a ring all-reduce can use)
+    allreduce_latency_s: float | None = None   # one all-reduce call's fixed cost (None: the profile's)
+    allreduce_efficiency: float | None = None  # share of ``interconnect`` an all-reduce reaches (None: the profile's)
 
     def flops(self, precision: str) -> float:
         if precision not in self.peak:
@@ -226,9 +228,22 @@ def _roof_of(g: dict) -> Roof:
         peak["bf16"] = peak["fp16"]            # a GPU without BF16 serves in FP16 at that rate
     if not peak or not g.get("memory_bandwidth_gb_s"):
         raise CourseError(f"{g.get('name', g.get('id', 'this GPU'))}: assets/gpus.yaml gives no TFLOP/s or bandwidth figure")
-    link = g.get("interconnect_gb_s")
-    return Roof(g.get("id", g.get("name", "gpu")), peak, g["memory_bandwidth_gb_s"] * 1e9,
-                link * 1e9 if link else None)
+    name = g.get("id", g.get("name", "gpu"))
+    if not g.get("link"):         # a hand-made entry: the datasheet figure adds both directions
+        link = g.get("interconnect_gb_s")
+        return Roof(name, peak, g["memory_bandwidth_gb_s"] * 1e9, link * 1e9 / 2 if link else None)
+    links = _links()
+    if g["link"] not in links:
+        raise CourseError(f"{name}: link {g['link']!r} is not in assets/gpus.yaml links; known: {', '.join(links)}")
+    li = links[g["link"]]
+    return Roof(name, peak, g["memory_bandwidth_gb_s"] * 1e9, li["per_direction_gb_s"] * 1e9,
+                li["allreduce_latency_us"] * 1e-6, float(li["allreduce_efficiency"]))
+
+
+def _links() -> dict:
+    """``assets/gpus.yaml`` ``links``: per kind of link, bandwidth per direction and one all-reduce call's cost."""
+    from inferopt import assets
+    return assets.load("gpus.yaml")["links"]
 
 
 def custom_roof(name: str, peak_flops: float, bandwidth_bytes_s: float, precision: str = "fp32",
@@ -389,7 +404,8 @@ def step_roofline(model, roof: Roof, *, decode_batch: int = 0, context_tokens: f
       KV dtype and attention kind: GQA, MLA latent, sliding-window layers capped); prefill attends
       causally: 4 x layers x heads x head_dim x n (prefill_context + n / 2) FLOPs; 16-bit compute;
     - ``allreduce`` (tp > 1): two per layer of tokens x hidden x ``act_bytes``, ring: 2 (tp - 1) / tp of
-      it over the link, plus ``allreduce_latency_s`` per call;
+      it over the link's bandwidth per direction x the all-reduce's efficiency, plus a latency per call (the
+      roof's, from ``assets/gpus.yaml`` ``links``; else ``allreduce_latency_s`` and ``efficiency["network"]``);
     - ``overhead``: ``overhead_s`` per step (launches, scheduler, sampling; larger with --enforce-eager).
 
     ``efficiency`` = {"compute", "memory", "network"}: the share of each datasheet roof a kernel reaches
@@ -443,10 +459,15 @@ def step_roofline(model, roof: Roof, *, decode_batch: int = 0, context_tokens: f
     att = _kernel("attention", att_flops * stage, att_bytes * stage, peak16, bw, overlap=overlap)
     kernels = [lin, head, att]
     if tp > 1:
+        # two all-reduces per layer (after attention, after the MLP) of tokens x hidden activations; a ring
+        # sends 2 (tp - 1) / tp of them per GPU, each direction at once: per call
+        # latency + 2 (tp - 1) / tp x bytes / (bandwidth per direction x efficiency)
         calls = 2 * spec.num_layers * stage
-        link = (roof.interconnect or roof.bandwidth) * eff["network"]
+        net = roof.allreduce_efficiency if roof.allreduce_efficiency is not None else eff["network"]
+        lat = roof.allreduce_latency_s if roof.allreduce_latency_s is not None else allreduce_latency_s
+        link = (roof.interconnect or roof.bandwidth) * net
         ar_bytes = calls * T * spec.hidden_size * act_bytes * 2 * (tp - 1) / tp
-        kernels.append(_kernel("allreduce", 0.0, ar_bytes, 1.0, link, calls * allreduce_latency_s, link=True))
+        kernels.append(_kernel("allreduce", 0.0, ar_bytes, 1.0, link, calls * lat, link=True))
     kernels.append(KernelTime("overhead", 0.0, 0.0, 0.0, 0.0, float(overhead_s), "overhead"))
     total = sum(k.time_s for k in kernels)
     f_sum = sum(k.flops for k in kernels)

@@ -77,6 +77,19 @@ class EngineFacts:
     def kv_dtype_bytes(self) -> int | None:
         return _DTYPE_BYTES.get(self.kv_dtype or "")
 
+    def kv_dtype_bytes_from_budget(self, elements_per_token: int) -> int | None:
+        """Bytes per KV element, from the engine's own /metrics alone: the one element width (1, 2 or 4 bytes) for
+        which vLLM's block count is what an explicit KV budget gives, ``num_blocks == budget // (bytes x
+        elements_per_token x block_size)``. For an engine the course did not start (a room's engine on another
+        machine), whose start-up log, and so its model dtype, is not here. ``elements_per_token``: K and V of
+        every layer and KV head, 2 x layers x KV heads x head_dim. None when the engine reported no explicit
+        budget or no width fits."""
+        if not (self.kv_cache_memory_bytes and self.num_blocks and self.block_size) or elements_per_token <= 0:
+            return None
+        fits = [b for b in (1, 2, 4)
+                if self.kv_cache_memory_bytes // (b * elements_per_token * self.block_size) == self.num_blocks]
+        return fits[0] if len(fits) == 1 else None
+
     def blocks_for_tokens(self, tokens: int) -> int:
         """KV blocks one request of ``tokens`` tokens occupies (ceil)."""
         return math.ceil(int(tokens) / self.require("block_size"))

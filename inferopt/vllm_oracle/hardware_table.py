@@ -13,7 +13,16 @@ What vLLM is asked (in a worker process whose platform is each catalog GPU, targ
   (``current_platform.get_valid_backends`` with ``kv_cache_dtype="fp8"``), then the chosen backend's
   ``AttentionImpl.__init__`` run under that GPU (``TritonAttentionImpl`` raises for FP8 KV before Ada);
   the floor is the lowest capability from which every catalog GPU holds it;
-- per GPU, the backend vLLM picks with the default KV cache and with FP8 (the ``attention`` section);
+- per GPU, the backend vLLM picks with the default KV cache and with FP8 (the ``attention`` section), asked
+  twice: with the FlashAttention package as the CPU build has it (no compiled extension) and with its Python
+  interface over stand-in extensions (target_platform.flash_attn_extension). Where the two answers differ the
+  answer turns on what the CPU build lacks: the row says "not determinable on the CPU build" with the check that
+  asked and the cited GPU code path (``not_determinable``), never one of the two answers;
+- per GPU, what the engine does when it LOADS an INT4 checkpoint (GPTQ, AWQ): the config's capability gate, then
+  every linear layer of llama-3.1-8b built as the model builds it, so the layer method's own check
+  (``AutoGPTQLinearMethod.__init__``: verify_marlin_supported) and vLLM's kernel chooser
+  (``choose_mp_linear_kernel``: CutlassW4A8, Machete, Marlin, ... in its order) speak (the ``int4_kernels``
+  section); the INT4 rules' floors are where the layers build, not the config's gate alone;
 - vLLM's default token budget per GPU: ``EngineArgs.get_batch_defaults`` under that GPU, compared
   with the stored ``token_budget_defaults`` rows;
 - the model dtype (``platform.bf16_dtype``): ``current_platform.check_if_supports_dtype(torch.bfloat16)``
@@ -31,6 +40,7 @@ regenerated. What cannot be asked on a CPU: target_platform.NOT_RUN.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
 import inspect
@@ -49,7 +59,8 @@ QUANT_METHODS = {  # rule id -> how vLLM names what decides its floor
 }
 HEADER = """\
 # The one hardware table: what vLLM 0.32 runs on which GPU generation. GENERATED in part: every
-# min_capability, the fp8_kv sources and the `attention` section come from CALLING the installed vLLM
+# min_capability, the fp8_kv sources and the `attention`, `int4_kernels` and `not_determinable` sections come from
+# CALLING the installed vLLM (the functions the engine calls when it loads a model or picks a kernel or backend)
 # (`python -m inferopt hardware-table`, inferopt/vllm_oracle/hardware_table.py; tests/test_hardware_table.py
 # fails with the diff when this file and the installed vLLM disagree). The prose (name, text, saves,
 # speeds) is the course's. No other file holds a compute-capability number (tests/test_hardware_rules.py).
@@ -77,11 +88,9 @@ def generate() -> dict:
     """vLLM's answers (run inside a worker installed as "cuda"): {"quantization": {rule: {...}},
     "kv_cache": {"fp8_kv": {...}}, "attention": {gpu id: {...}}, "batch_defaults": {gpu id: [tokens, seqs]}}."""
     import torch
-    from vllm.config import set_current_vllm_config
     from vllm.engine.arg_utils import EngineArgs
     from vllm.platforms import current_platform
     from vllm.usage.usage_lib import UsageContext
-    from vllm.v1.attention.selector import AttentionSelectorConfig
 
     from inferopt.planning import gpu_catalog
     from inferopt.vllm_oracle import target_platform
@@ -90,6 +99,8 @@ def generate() -> dict:
     caps = sorted({round(float(g["compute_capability"]) * 10) for g in gpu_catalog.catalog().values()})
     with target_platform.use("H100"):   # the quantization modules ask the device when they are imported
         quant = _quantization_floors(caps)
+    int4 = _int4_layers()
+    _floors_from_layers(quant, int4)
     attention, batch, bf16 = {}, {}, {}
     for gid in gpu_catalog.ids():
         with target_platform.use(gid):
@@ -104,35 +115,19 @@ def generate() -> dict:
             auto = EngineArgs(model=model_folder("llama-3.1-8b"), skip_tokenizer_init=True).create_engine_config()
             row["dtype_auto"] = str(auto.model_config.dtype).removeprefix("torch.")
             for kv in ("auto", "fp8"):
-                sel = AttentionSelectorConfig(head_size=128, dtype=dtype, kv_cache_dtype=kv, block_size=None)
-                valid, invalid = current_platform.get_valid_backends(cap, sel)
-                chosen, refusal = None, None
-                for cand in sorted(valid, key=lambda c: c.priority):
-                    vc = EngineArgs(model=model_folder("llama-3.1-8b"), skip_tokenizer_init=True,
-                                    kv_cache_dtype=kv).create_engine_config()
-                    try:
-                        with set_current_vllm_config(vc):
-                            cand.backend_class.get_impl_cls()(
-                                num_heads=32, head_size=128, scale=128 ** -0.5, num_kv_heads=8,
-                                alibi_slopes=None, sliding_window=None, kv_cache_dtype=kv)
-                        chosen = cand.backend.name
-                        break
-                    except ValueError as exc:   # a constructor check: vLLM's refusal for this GPU
-                        refusal = refusal or f"{cand.backend.name}: {' '.join(str(exc).split())}"
-                row[kv] = chosen
-                if chosen is None:
-                    row[f"{kv}_refusal"] = refusal or "no valid backend: " + "; ".join(
-                        f"{b.name}: {', '.join(r)}" for b, (_, r) in invalid.items())
+                _attention_pick(row, kv, dtype, cap)
             attention[gid] = row
             tokens, seqs = EngineArgs.get_batch_defaults(world_size=1)
             batch[gid] = [tokens[UsageContext.OPENAI_API_SERVER], seqs[UsageContext.OPENAI_API_SERVER]]
-    fp8_ok = sorted(round(r["compute_capability"] * 10) for r in attention.values() if r["fp8"])
-    floor = min(fp8_ok) if fp8_ok else None
-    if floor is None or any(round(r["compute_capability"] * 10) >= floor and not r["fp8"] for r in attention.values()):
-        raise CourseError("vLLM's FP8 KV support is not monotonic in compute capability over the catalog; "
-                          "one min_capability cannot state it")
-    below = {r["compute_capability"]: r.get("fp8_refusal") for r in attention.values() if not r["fp8"]}
+    # held: a backend takes FP8 KV (vLLM's pick, or where the pick is not determinable, both ways it was asked)
+    held = {round(r["compute_capability"] * 10): r["fp8"] is not None or "fp8_not_determinable" in r
+            for r in attention.values()}
+    floor = _monotonic_floor(held, "vLLM's FP8 KV support")
+    below = {r["compute_capability"]: r.get("fp8_refusal") for r in attention.values() if r.get("fp8_refusal")}
     first = {r["compute_capability"]: r["fp8"] for r in attention.values() if r["fp8"]}
+    if _cap(floor) not in first:
+        raise CourseError(f"the lowest GPU that holds FP8 KV ({_cap(floor)}) has no determinable backend; "
+                          "the table cannot name the one that holds it")
     kv = {"fp8_kv": {"min_capability": _cap(floor), "source": [
         {"file": "platforms/cuda.py", "function": "CudaPlatformBase.get_valid_backends",
          "says": f"with kv_cache_dtype fp8, capability {_cap(floor)}: {first[_cap(floor)]} is valid and its "
@@ -140,8 +135,264 @@ def generate() -> dict:
         *({"file": "v1/attention/backends/triton_attn.py", "function": "TritonAttentionImpl.__init__",
            "says": f"capability {c}: {why[:200]}"} for c, why in sorted(below.items())[-1:])]}}
     platform = {"bf16_dtype": _bf16_rule(bf16, attention), "vllm_cuda": _cuda_floor(caps)}
+    stubs = {"flash_attn_extension": {"reason": target_platform.NOT_RUN["flash_attn_extension"],
+                                      "cited": FA_CITED}}
     return {"quantization": quant, "kv_cache": kv, "platform": platform, "attention": attention,
-            "batch_defaults": batch}
+            "int4_kernels": int4, "not_determinable": stubs, "batch_defaults": batch}
+
+
+# What the GPU side of a stub answers, cited (not called: the CPU build lacks it). Printed with every answer that
+# turns on the stub, never in place of it.
+FA_CITED = ("on a GPU the CUDA wheel's FlashAttention extension decides (cited, not called): "
+            "vllm_flash_attn/flash_attn_interface.py _is_fa2_supported and _is_fa3_supported, each true only when its "
+            "compiled _vllm_fa2_C / _vllm_fa3_C loads (the CUDA wheel builds them: cmake/external_projects/"
+            "vllm_flash_attn.cmake); v1/attention/backends/fa_utils.py get_flash_attn_version (Hopper prefers FA3, "
+            "Blackwell FA4) and flash_attn_supports_kv_cache_dtype (FP8 KV with FA3 on Hopper or FA4 on Blackwell); "
+            "platforms/cuda.py _get_backend_priorities ranks FLASH_ATTN first except on Blackwell")
+
+
+def _probe_geometry() -> dict:
+    """The attention probe's shape: llama-3.1-8b's heads, KV heads and head size (its config.json)."""
+    import json
+
+    from inferopt.vllm_oracle.engine_config import config_path
+
+    c = json.loads(config_path("llama-3.1-8b").read_text(encoding="utf-8"))
+    return {"num_heads": c["num_attention_heads"], "num_kv_heads": c["num_key_value_heads"],
+            "head_size": c["hidden_size"] // c["num_attention_heads"]}
+
+
+def _attention_once(kv: str, dtype, cap) -> tuple:
+    """(backend vLLM picks, its refusal line or None, FlashAttention version or None) under the current target
+    and the current state of the FlashAttention package: get_valid_backends' candidates in vLLM's priority order,
+    each one's AttentionImpl constructed under the engine config (its own checks speak)."""
+    from vllm.config import set_current_vllm_config
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.platforms import current_platform
+    from vllm.v1.attention.backends import fa_utils
+    from vllm.v1.attention.selector import AttentionSelectorConfig
+
+    from inferopt.vllm_oracle.engine_config import model_folder
+
+    geo = _probe_geometry()
+    sel = AttentionSelectorConfig(head_size=geo["head_size"], dtype=dtype, kv_cache_dtype=kv, block_size=None)
+    valid, invalid = current_platform.get_valid_backends(cap, sel)
+    chosen, refusal = None, None
+    vc = EngineArgs(model=model_folder("llama-3.1-8b"), skip_tokenizer_init=True,
+                    kv_cache_dtype=kv).create_engine_config()
+    for cand in sorted(valid, key=lambda c: c.priority):
+        try:
+            with set_current_vllm_config(vc):
+                cand.backend_class.get_impl_cls()(
+                    num_heads=geo["num_heads"], head_size=geo["head_size"], scale=geo["head_size"] ** -0.5,
+                    num_kv_heads=geo["num_kv_heads"],
+                    alibi_slopes=None, sliding_window=None, kv_cache_dtype=kv)
+            chosen = cand.backend.name
+            break
+        except ValueError as exc:   # a constructor check: vLLM's refusal for this GPU
+            refusal = refusal or f"{cand.backend.name}: {' '.join(str(exc).split())}"
+    if chosen is None:
+        refusal = refusal or "no valid backend: " + "; ".join(
+            f"{b.name}: {', '.join(r)}" for b, (_, r) in invalid.items())
+    with set_current_vllm_config(vc):
+        fa = fa_utils.get_flash_attn_version(head_size=geo["head_size"]) if chosen == "FLASH_ATTN" else None
+    reasons = {b.name: r for b, (_, r) in invalid.items()}
+    return chosen, (None if chosen else refusal), fa, reasons
+
+
+def _attention_pick(row: dict, kv: str, dtype, cap) -> None:
+    """``row[kv]``: the backend vLLM picks for this KV dtype, asked with the CPU build's FlashAttention package
+    (absent) and with its Python interface over stand-in extensions (present). Where the two differ the answer
+    turns on the extension the CPU build lacks: ``row[kv]`` is None and ``<kv>_not_determinable`` says why."""
+    from inferopt.vllm_oracle import target_platform
+
+    asked = {}
+    for present in (False, True):
+        with target_platform.flash_attn_extension(present):
+            asked[present] = _attention_once(kv, dtype, cap)
+    (pick, refusal, fa, reasons), (pick2, _, fa2, _) = asked[False], asked[True]
+    if pick == pick2:
+        row[kv] = pick
+        if refusal:
+            row[f"{kv}_refusal"] = refusal
+        if pick == "FLASH_ATTN" and kv == "auto":
+            if fa == fa2:
+                row["flash_attn_version"] = fa
+            else:
+                row["flash_attn_version"] = None
+                row["flash_attn_version_not_determinable"] = (
+                    "not determinable on the CPU build: fa_utils.py get_flash_attn_version asks the FlashAttention "
+                    "extension (vllm_flash_attn is_fa_version_supported), which the CPU build lacks; what a GPU "
+                    "does: not_determinable.flash_attn_extension")
+        return
+    above = [b for b in reasons if pick is None or b != pick]
+    why = next((f"{b}: {', '.join(reasons[b])}" for b in above if b in reasons), "the backends' own checks")
+    row[kv] = None
+    row[f"{kv}_not_determinable"] = (
+        f"not determinable on the CPU build: vLLM's choice turns on the FlashAttention extension, which the CPU build "
+        f"lacks ({why[:300]}); what a GPU does: not_determinable.flash_attn_extension")
+
+
+# The INT4 checkpoints the course names, by the rule each one's floor fills: the shipped AWQ checkpoint's own
+# quantization_config (assets/models/llama-3.1-8b-instruct-awq-int4.json), and a GPTQ export of the same width
+# and group (AutoGPTQ's symmetric 4-bit layout, desc_act off).
+AWQ_MODEL = "llama-3.1-8b-instruct-awq-int4"
+
+
+def _int4_checkpoints() -> dict:
+    import json
+
+    from inferopt.vllm_oracle.engine_config import config_path
+
+    awq = json.loads(config_path(AWQ_MODEL).read_text(encoding="utf-8"))["quantization_config"]
+    gptq = {"quant_method": "gptq", "bits": awq["bits"], "group_size": awq["group_size"], "desc_act": False,
+            "sym": True}
+    return {"gptq": gptq, "int4_marlin": awq}
+
+
+# llama-3.1-8b's linear layers at TP 1 (input, output features): qkv, o, gate_up, down
+LINEAR_SHAPES = {"qkv_proj": ("hidden_size", "qkv"), "o_proj": ("hidden_size", "hidden_size"),
+                 "gate_up_proj": ("hidden_size", "gate_up"), "down_proj": ("intermediate_size", "hidden_size")}
+
+
+def _layer_shapes() -> dict:
+    import json
+
+    from inferopt.vllm_oracle.engine_config import config_path
+
+    c = json.loads(config_path("llama-3.1-8b").read_text(encoding="utf-8"))
+    head = c["hidden_size"] // c["num_attention_heads"]
+    size = {"hidden_size": c["hidden_size"], "intermediate_size": c["intermediate_size"],
+            "qkv": (c["num_attention_heads"] + 2 * c["num_key_value_heads"]) * head,
+            "gate_up": 2 * c["intermediate_size"]}
+    return {name: (size[i], size[o]) for name, (i, o) in LINEAR_SHAPES.items()}
+
+
+@contextlib.contextmanager
+def _model_parallel():
+    """A one-process tensor-parallel group (gloo, rendezvous through a file in a temporary folder: nothing listens
+    on a port) for the block: what a linear layer's constructor asks for its TP size. Torn down after, so the
+    worker's later jobs see the process as before."""
+    import shutil
+    import tempfile
+
+    from vllm.config import VllmConfig, set_current_vllm_config
+    from vllm.distributed import parallel_state as ps
+
+    if ps.model_parallel_is_initialized():
+        yield
+        return
+    folder = tempfile.mkdtemp(prefix="inferopt-oracle-tp-")
+    try:
+        with set_current_vllm_config(VllmConfig()):
+            ps.init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo",
+                                            distributed_init_method=f"file://{folder}/rendezvous")
+            ps.initialize_model_parallel(1, 1)
+        yield
+    finally:
+        ps.destroy_model_parallel()
+        ps.destroy_distributed_environment()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _int4_layers() -> dict:
+    """Per catalog GPU, what the engine does when it LOADS an INT4 checkpoint there, in its own order: the config's
+    capability gate (config/vllm.py VllmConfig._get_quantization_config, get_min_capability), then each linear
+    layer of llama-3.1-8b built as the model builds it (ReplicatedLinear with the checkpoint's quant_config: the
+    config's get_quant_method constructs the layer's method, whose own check runs, and its create_weights calls
+    vLLM's kernel chooser choose_mp_linear_kernel). {gpu id: {compute_capability, <rule>: kernel class name or
+    None, <rule>_refusal: the line vLLM raised}}."""
+
+    from inferopt.planning import gpu_catalog
+
+    shapes = _layer_shapes()
+    out = {}
+    with _model_parallel():
+        for gid in gpu_catalog.ids():
+            out[gid] = _int4_row(gid, shapes)
+    return out
+
+
+def _int4_row(gid: str, shapes: dict) -> dict:
+    """One catalog GPU's row of :func:`_int4_layers` (inside the tensor-parallel group)."""
+    import json
+
+    import torch
+    from vllm.config import set_current_vllm_config
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.model_executor.layers.linear import ReplicatedLinear
+    from vllm.platforms import current_platform
+
+    from inferopt.vllm_oracle import target_platform
+    from inferopt.vllm_oracle.engine_config import model_folder, one_line
+
+    with target_platform.use(gid):
+        cap = current_platform.get_device_capability().to_int()
+        dtype = torch.bfloat16 if torch.bfloat16 in current_platform.supported_dtypes else torch.float16
+        row = {"compute_capability": _cap(cap)}
+        for rid, qc in _int4_checkpoints().items():
+            # llama-3.1-8b's config.json with the checkpoint's quantization_config: vLLM reads the method from it
+            folder = model_folder("llama-3.1-8b", json.dumps({"quantization_config": qc}))
+            kernels, refusal = set(), None
+            try:
+                vc = EngineArgs(model=folder, skip_tokenizer_init=True).create_engine_config()
+            except ValueError as exc:           # the config's gate (VllmConfig._get_quantization_config)
+                refusal = one_line(exc)
+            else:
+                try:
+                    with set_current_vllm_config(vc):
+                        for name, (i, o) in shapes.items():
+                            layer = ReplicatedLinear(i, o, bias=False, quant_config=vc.quant_config,
+                                                     params_dtype=dtype, prefix=f"model.layers.0.{name}")
+                            k = getattr(layer.quant_method, "kernel", None)
+                            kernels.add(type(k).__name__ if k is not None else type(layer.quant_method).__name__)
+                except ValueError as exc:       # the layer method's own check (verify_marlin_supported, ...)
+                    refusal = f"{type(vc.quant_config).__name__}.get_quant_method: {one_line(exc)}"
+            row[rid] = None if refusal else ", ".join(sorted(kernels))
+            if refusal:
+                row[f"{rid}_refusal"] = refusal[:400]
+    return row
+
+
+def _marlin_source() -> dict:
+    """What the layer methods' Marlin check asks (marlin_utils.query_marlin_supported_quant_types), per capability."""
+    from vllm.model_executor.layers.quantization.utils import marlin_utils
+
+    from inferopt.planning import gpu_catalog
+
+    caps = sorted({round(float(g["compute_capability"]) * 10) for g in gpu_catalog.catalog().values()})
+    ok = [c for c in caps if marlin_utils.query_marlin_supported_quant_types(has_zp=False, device_capability=c)]
+    return {"file": _vllm_file(marlin_utils.query_marlin_supported_quant_types),
+            "function": "query_marlin_supported_quant_types",
+            "says": f"called with device_capability= each of {caps}: Marlin types from {min(ok)} on "
+                    "(verify_marlin_supported, which the layer's method runs, refuses below)"}
+
+
+def _floors_from_layers(quant: dict, int4: dict) -> None:
+    """Each INT4 rule's floor is the lowest capability at which the engine builds the layers (not the config's
+    gate alone), with the gate's and the layer check's answers as its sources."""
+    for rid in _int4_checkpoints():
+        ok = {round(r["compute_capability"] * 10): r[rid] is not None for r in int4.values()}
+        floor = _monotonic_floor(ok, f"vLLM's {rid} layers")
+        below = max((c for c, v in ok.items() if not v), default=None)
+        by_kernel: dict = {}
+        for r in int4.values():
+            if r[rid]:
+                by_kernel.setdefault(r[rid], set()).add(r["compute_capability"])
+        said = f"builds llama-3.1-8b's linear layers from {_cap(floor)} on"
+        if below is not None:
+            said += f"; at {_cap(below)}: " + next(r[f"{rid}_refusal"] for r in int4.values()
+                                                  if round(r["compute_capability"] * 10) == below)
+        said += "; kernel per capability: " + "; ".join(f"{k} at {', '.join(str(c) for c in sorted(cs))}"
+                                                       for k, cs in sorted(by_kernel.items()))
+        quant[rid]["min_capability"] = _cap(max(floor, round(quant[rid]["min_capability"] * 10)))
+        quant[rid]["source"].append({"file": "model_executor/layers/linear.py", "function": "ReplicatedLinear.__init__",
+                                     "says": ("built under each catalog GPU with the checkpoint's quant_config "
+                                              "(its get_quant_method constructs the layer's method, whose check runs; "
+                                              "create_weights calls kernels/linear/__init__.py choose_mp_linear_kernel): "
+                                              + said)[:700]})
+        if not any(x["function"] == "query_marlin_supported_quant_types" for x in quant[rid]["source"]):
+            quant[rid]["source"].append(_marlin_source())
 
 
 def _monotonic_floor(ok: dict, what: str) -> int:
@@ -245,6 +496,8 @@ def merge(stored: dict, computed: dict) -> dict:
             raise CourseError(f"assets/hardware_rules.yaml: no platform.{rid} rule to fill; add its prose first")
         out["platform"][rid].update({k: got[k] for k in ("min_capability", "by_build", "source") if k in got})
     out["attention"] = computed["attention"]
+    out["int4_kernels"] = computed["int4_kernels"]
+    out["not_determinable"] = computed["not_determinable"]
     return out
 
 

@@ -19,6 +19,7 @@ What the oracle therefore cannot check on a CPU (:data:`NOT_RUN`, printed with e
 from __future__ import annotations
 
 import contextlib
+import importlib
 import sys
 import types
 
@@ -45,6 +46,9 @@ NOT_RUN = {
     "attention_kernels": "importing the FlashAttention / FlashInfer extensions (vllm_flash_attn); their Python "
                          "class methods (supports_compute_capability, supported_kv_cache_dtypes) and constructor "
                          "checks run, the kernels do not",
+    "flash_attn_extension": "the FlashAttention extension (vllm/vllm_flash_attn _vllm_fa2_C, _vllm_fa3_C; FA4's cute "
+                            "sources): the CPU build ships its Python interface without them. An answer that turns on "
+                            "them (flash_attention_extension asks it both ways) is 'not determinable on the CPU build'",
     "nccl_and_p2p": "NCCL, custom all-reduce and P2P probes between real GPUs (multi-GPU start-up)",
     "weights": "loading the checkpoint's weights (the model folder holds only config.json)",
 }
@@ -182,6 +186,36 @@ def _target_class():
             return f"GPU-oracle-{device_id}"
 
     return TargetGpuPlatform
+
+
+FA_PACKAGE = "vllm.vllm_flash_attn"
+FA_EXTENSIONS = ("_vllm_fa2_C", "_vllm_fa3_C")   # what flash_attn_interface.py imports (FA4: its cute/ sources)
+
+
+@contextlib.contextmanager
+def flash_attn_extension(present: bool):
+    """Within the block vLLM's FlashAttention package is as the CPU build has it (``present=False``: the
+    stub, so ``from vllm.vllm_flash_attn.flash_attn_interface import ...`` fails as it does there), or the
+    installed Python interface (vllm/vllm_flash_attn/flash_attn_interface.py) with its compiled extensions
+    FA2/FA3 standing in as stubs (``present=True``: FA2_AVAILABLE/FA3_AVAILABLE hold; a kernel call raises
+    NeedsDevice). Not an answer for a GPU: the oracle asks both ways to find whether vLLM's answer turns on
+    the extension (hardware_table.generate), and where it does it says so instead of answering."""
+    names = [FA_PACKAGE, FA_PACKAGE + ".flash_attn_interface"] + [f"{FA_PACKAGE}.{e}" for e in FA_EXTENSIONS]
+    saved = {n: sys.modules.get(n) for n in names}
+    try:
+        if present:
+            for n in names:
+                sys.modules.pop(n, None)
+            for e in FA_EXTENSIONS:
+                sys.modules[f"{FA_PACKAGE}.{e}"] = _stub_module(f"{FA_PACKAGE}.{e}")
+            importlib.import_module(FA_PACKAGE)
+        yield present
+    finally:
+        for n in names:
+            sys.modules.pop(n, None)
+        for n, m in saved.items():
+            if m is not None:
+                sys.modules[n] = m
 
 
 def install(kind: str = "cuda") -> str:
