@@ -135,7 +135,7 @@ def test_a_zh_notebook_out_of_date_is_found(tmp_course):
 # ------------------------------------------------------------------ the checks reject what they should
 ENGLISH = ("Run `vllm serve` with `--enable-prefix-caching` and 3.5 GiB of KV cache for $B \\cdot L$ tokens; "
            "see [Chapter 2](02-decision-tree.ipynb).")
-GOOD = "用 `--enable-prefix-caching` 运行 `vllm serve`，KV 缓存 3.5 GiB，容纳 $B \\cdot L$ 个 token；见[第 2 章](02-decision-tree.ipynb)。"
+GOOD = "用 `--enable-prefix-caching` 运行 `vllm serve`，KV Cache 3.5 GiB，容纳 $B \\cdot L$ 个 token；见[第 2 章](02-decision-tree.ipynb)。"
 
 
 @pytest.mark.parametrize("bad, problem", [
@@ -165,8 +165,9 @@ def test_glossary_check_rejects_a_translation_without_the_term():
 
 
 def test_the_glossary_pairs_are_the_ones_the_english_text_gives_at_first_use():
-    """Each '(English..., 中文)' pairing the English chapters give for a glossary term agrees with the glossary."""
-    terms = {e.lower(): t["zh"] for t in checks.glossary() for e in t["en"]}
+    """Each '(English..., 中文)' pairing the English chapters give for a glossary term agrees with the glossary
+    (its term, or the older rendering it records as ``gloss``, which no translation may use)."""
+    terms = {e.lower(): t["zh"] + t.get("gloss", []) for t in checks.glossary() for e in t["en"]}
     seen = 0
     for md in sorted((REPO_ROOT / "chapters").glob("*.md")) + sorted((REPO_ROOT / "solutions").glob("*.md")):
         for en, zh in re.findall(r"([A-Za-z][A-Za-z' -]{2,40}) \((?:[A-Z]{2,5}, )?([\u4e00-\u9fff][^,;)]*)\)",
@@ -293,3 +294,67 @@ def test_the_learner_pack_holds_the_chinese_labs_but_no_worked_answer(tmp_path):
     with tarfile.open(pack) as tar:
         lab = tar.extractfile("inference-course/zh/labs/lab2-memory-calculator.ipynb").read().decode()
     assert answer.splitlines()[1][:30] not in lab and "YOUR ANSWER HERE" in lab
+
+
+@pytest.mark.parametrize("check, ns, chinese", [
+    ("lab5.task1", {"my_rule": [], "my_test": {}}, "任务 1：my_rule 和 my_test 都应是 dict"),
+    ("lab5.task1", {"my_rule": {"alert": "KVFull"}, "my_test": {}}, "任务 1：告警名应为 KVCacheNearlyFull"),
+    ("lab1.part2", {"answers": [], "INCIDENTS": {}, "SLO": {}}, "第 2 部分：`answers` 应是一个 dict"),
+    ("lab1.part2", {"answers": {}, "INCIDENTS": {"support-bot": {}}, "SLO": {}},
+     "第 2 部分 还没有完成：`answers` 里缺少 support-bot 的条目"),
+])
+def test_the_hints_the_review_found_without_a_template_render_in_chinese(monkeypatch, check, ns, chinese):
+    """zh review §4: lab checks whose hints stayed English (only the task prefix translated), raised by the real
+    checks on a wrong submission."""
+    import importlib
+
+    from inferopt.labcheck import CheckFailed, NotDone
+
+    module, name = check.split(".")
+    with pytest.raises((CheckFailed, NotDone)) as info:
+        getattr(importlib.import_module(f"inferopt.labcheck.{module}"), name)(ns)
+    monkeypatch.setenv("INFEROPT_EDITION", "zh")
+    line = info.value._render_traceback_()[0]
+    assert chinese in line, line
+
+
+@pytest.mark.parametrize("english, chinese", [
+    ("Task 2: max_concurrency should return a pair (best, basis)", "任务 2：max_concurrency 应返回一个二元组"),
+    ("Task 4: your max_concurrency differs from the course's on today's sweep", "与课程在今天这次扫描上的结果不一致"),
+    ("Task 4: your P95 TTFT at concurrency 4 differs from the course's on today's records",
+     "任务 4：并发 4 下你的 P95 TTFT 与课程根据今天的记录算出的不一致"),
+    ("Task 3: requests_that_fit should return a whole number of requests as an int (int(...), math.floor(...)), "
+     "got float", "应返回 int 类型的整数请求数"),
+    ("Task 1: your code ended the process it was graded in (exit, os._exit or a crash)", "你的代码结束了评分所在的进程"),
+    ("Task 1: your cells could not be loaded for grading (SyntaxError)", "你的单元格无法加载，没法评分（SyntaxError）"),
+    ("Task 1: tpot_ms is wrong for a record the check made up (n=5): TPOT starts after the first token: subtract "
+     "the TTFT", "TPOT 从首个 token 之后才开始算：要减去 TTFT"),
+])
+def test_the_other_hints_without_a_template_localize(monkeypatch, english, chinese):
+    from inferopt.i18n.leftover import english_runs
+
+    monkeypatch.setenv("INFEROPT_EDITION", "zh")
+    shown = i18n.localize(english)
+    assert chinese in shown and not english_runs(shown), shown
+
+
+def test_lab1_prints_its_six_incident_reports_in_chinese(monkeypatch):
+    """zh review §4: the reports the learner must read; the set-up cell prints each through tr()."""
+    import contextlib
+    import io
+
+    nb = json.loads((REPO_ROOT / "zh" / "labs" / "lab1-decision-tree.ipynb").read_text(encoding="utf-8"))
+    cell = next(_text(c) for c in nb["cells"] if c["cell_type"] == "code" and "REPORTS = {" in _text(c))
+    out = {}
+    for edition in ("en", "zh"):
+        monkeypatch.setenv("INFEROPT_EDITION", edition)
+        buf, scope = io.StringIO(), {}
+        with contextlib.redirect_stdout(buf):
+            exec(cell, scope)
+        out[edition] = buf.getvalue()
+    reports = list(scope["REPORTS"].values())
+    assert len(reports) == 6 and all(r in out["en"] for r in reports)
+    assert not any(r in out["zh"] for r in reports)
+    assert len(HAN.findall(out["zh"])) > 200 and "Chunked Prefill 被关掉了" in out["zh"]
+    for r in reports:                     # each report's Chinese keeps the glossary's terms
+        assert checks.glossary_problems(r, i18n.catalog("zh_CN")[r]) == []

@@ -71,7 +71,7 @@ def _figure_texts(fig) -> list[str]:
 
 def english_left(texts) -> list[str]:
     """The English asset strings (with a translation that differs from them) that occur in ``texts`` outside
-    the translations themselves (分页注意力（PagedAttention） keeps the name), also cut short (a figure's label
+    the translations themselves (a name such as PagedAttention stays as it is), also cut short (a figure's label
     ends with an ellipsis): the first 24 characters of each."""
     table = prose.catalog()
     shown = "\n".join(texts)
@@ -117,14 +117,14 @@ def test_check_fails_on_a_missing_or_unfaithful_entry(monkeypatch, capsys):
     flag = "mean prompt tokens (--prompt-tokens)"
     table[flag] = "平均提示词 token 数"
     num = "PD disaggregation pays off on large clusters (8+ GPUs); use chunked prefill first"
-    table[num] = "PD 解耦在大集群上才划算；先用分块预填充"
+    table[num] = "PD 解耦在大集群上才划算；先用 Chunked Prefill"
     term = "Serial decoding is the limit (small batches: each step produces one token)"
     table[term] = "受限于串行（小批量：每步只产出一个 token）"
     monkeypatch.setattr(prose, "catalog", lambda language="zh_CN": table)
     problems = "\n".join(checks.asset_prose_problems())
     assert "flags missing: --prompt-tokens" in problems
     assert "numbers missing: 8" in problems
-    assert "glossary: 'decoding' should appear as 解码" in problems
+    assert "glossary: 'decoding' should appear as Decode" in problems
 
 
 def test_zh_decision_widget_shows_no_english_asset_prose(zh):
@@ -186,7 +186,7 @@ def test_zh_technique_table_and_tradeoff_figures_show_no_english_asset_prose(zh)
     texts = [_plain(table.table_w.value), *[label for label, _ in table.symptom_w.options],
              *_figure_texts(tradeoff_figure()), *_figure_texts(technique_cost_figure())]
     assert english_left(texts) == []
-    assert "分页注意力（PagedAttention）" in texts[0] and "--enable-prefix-caching" in texts[0]
+    assert "PagedAttention" in texts[0] and "分页注意力" not in texts[0] and "--enable-prefix-caching" in texts[0]
     # the rows themselves (what the engines and tests read) stay English
     assert any(r["solves"] == "KV cache fragmentation, so few requests fit at once" for r in technique_rows())
 
@@ -216,7 +216,7 @@ def test_zh_memory_widget_and_figure_speak_chinese(zh):
         assert english not in shown
     fig = memory_figure(w.result)
     assert "显存利用率" in fig.layout.title.text and fig.layout.yaxis.title.text == "每块 GPU 的 GiB"
-    assert [t.name for t in fig.data] == ["权重", "KV 缓存", "运行时缓冲", "空闲"]
+    assert [t.name for t in fig.data] == ["权重", "KV Cache", "运行时缓冲", "空闲"]
 
 
 def _widget_texts(widget) -> list[str]:

@@ -2,8 +2,8 @@
 
   build [NB ...]   regenerate zh/chapters and zh/labs from the English notebooks + their .po files (make zh)
   check            every English unit has a current translation that keeps its numbers, inline code,
-                   flags, links and math and uses the glossary's terms; the zh notebooks are as build writes them;
-                   and what assets-check checks
+                   flags, links and math and uses the glossary's terms (both ways, no retired form); the zh
+                   notebooks are as build writes them; what assets-check checks; the glossary over inferopt.po
   diff NB          what changed in each stale unit of NB: the English it was translated from, today's English,
                    the translation to update
   update [NB ...]  merge each notebook's .po with its current English units (changed units: fuzzy, with the
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from inferopt import i18n
 from inferopt.errors import CourseError
 from inferopt.i18n import build as b
 from inferopt.i18n import checks, prose
@@ -41,6 +42,8 @@ def check_all(paths=None) -> list[str]:
         problems += [s.line() for s in b.stale(nb)] + unit_problems(nb)
     if not paths:
         problems += b.out_of_date() + checks.asset_prose_problems()   # and the asset prose the widgets show (assets.po)
+        # and the widgets' and checks' strings (inferopt.po) against the glossary, both ways
+        problems += checks.catalog_problems(only=[i18n.po_path(i18n.RUNTIME_DOMAIN)])
     return problems
 
 

@@ -3,12 +3,21 @@
 - Preservation: the same numbers, inline code, command-line flags, link targets and math as its
   English source (as sets: a translation may say a number twice or in another order, never another
   number or lose one).
-- Glossary (``assets/glossary.yaml``): an English term in the unit (outside inline code and link
-  targets) appears in the translation in one of its Chinese forms.
+- Glossary (``assets/glossary.yaml``), one term per concept and one concept per term, both ways:
+  an English term in the unit (outside inline code and link targets) appears in the translation in its
+  Chinese form; a Chinese term marked ``exclusive`` in the translation stands for the concept its English
+  unit names (练习 is an exercise, never a lab); and no
+  translation uses a form the glossary has retired (``avoid``: 内核 for a GPU kernel, 实时 for live, ...).
+  Longer terms are read first and cover the shorter ones inside them (投机解码 is speculative decoding,
+  not Decode; Jupyter 内核 is not 内核).
+- ``catalog_problems()``: the glossary over every catalog of the edition (the notebooks' .po files,
+  ``inferopt.po`` and ``assets.po``).
 """
 from __future__ import annotations
 
+import json
 import re
+from functools import lru_cache
 
 from inferopt import assets
 
@@ -63,17 +72,58 @@ def preservation_problems(english: str, chinese: str) -> list[str]:
 
 
 def _term_rx(term: str) -> re.Pattern:
+    """An English form as whole words, any case, a space also matching a hyphen (KV-cache, compute-bound)."""
     return re.compile(r"(?<![\w-])" + re.escape(term).replace(r"\ ", r"[\s-]+") + r"(?![\w-])", re.I)
 
 
+def _zh_rx(term: str) -> re.Pattern:
+    """A Chinese form: as it is written; one that begins or ends with a Latin word (``kernel``, ``KV Cache``,
+    ``Jupyter 内核``) only as a whole word there (never inside ``kernels_dir``), in any case (the original
+    writes Kernel 优化 at the head of a phrase)."""
+    left = r"(?<![A-Za-z0-9_-])" if re.match(r"[A-Za-z0-9]", term) else ""
+    right = r"(?![A-Za-z0-9_-])" if re.search(r"[A-Za-z0-9]$", term) else ""
+    return re.compile(left + re.escape(term).replace(r"\ ", r"\s*") + right, re.I if left or right else 0)
+
+
+def _read(text: str, forms: list[tuple[str, int, re.Pattern]]) -> tuple[dict[int, str], str]:
+    """{term index: the form found} of the terms in ``text``, longest form first; each hit is blanked so that a
+    shorter term inside it is not read again (speculative decoding is not decoding). Also the text left."""
+    found: dict[int, str] = {}
+    for form, i, rx in forms:
+        if rx.search(text):
+            found.setdefault(i, form)
+            text = rx.sub(lambda m: "\0" * len(m.group(0)), text)
+    return found, text
+
+
+@lru_cache(maxsize=8)
+def _compiled(key: str) -> tuple:
+    terms = json.loads(key)
+    en = sorted(((e, i, _term_rx(e)) for i, t in enumerate(terms) for e in t["en"]), key=lambda f: -len(f[0]))
+    zh = sorted(((z, i, _zh_rx(z)) for i, t in enumerate(terms) for z in t["zh"]), key=lambda f: -len(f[0]))
+    avoid = [(a, i, _zh_rx(a)) for i, t in enumerate(terms) for a in t.get("avoid", ())]
+    return en, zh, avoid
+
+
 def glossary_problems(english: str, chinese: str, terms: list[dict] | None = None) -> list[str]:
-    """Glossary terms used in the English unit whose Chinese form is missing from the translation."""
-    plain_en, plain_zh = _plain(english), _plain(chinese)
+    """Glossary problems of one translation, both ways: an English term without its Chinese form; a Chinese
+    term whose concept the English does not name (the word used for another concept); a retired form."""
+    terms = terms if terms is not None else glossary()
+    en_forms, zh_forms, avoid = _compiled(json.dumps(terms, sort_keys=True, default=str))
+    in_en, _ = _read(_plain(english), en_forms)
+    in_zh, zh_left = _read(_plain(chinese), zh_forms)
     out = []
-    for t in terms if terms is not None else glossary():
-        hit = next((e for e in t["en"] if _term_rx(e).search(plain_en)), None)
-        if hit and not any(z in plain_zh for z in t["zh"]):
-            out.append(f"glossary: {hit!r} should appear as {' / '.join(t['zh'])}")
+    for i, hit in in_en.items():
+        if i not in in_zh:
+            out.append(f"glossary: {hit!r} should appear as {' / '.join(terms[i]['zh'])}")
+    for i, form in in_zh.items():
+        if i not in in_en and terms[i].get("exclusive"):
+            out.append(f"glossary: {form!r} is the term for {terms[i]['en'][0]!r}, which the English does not say "
+                       f"(one concept per term: use another word)")
+    for a, i, rx in avoid:
+        if rx.search(zh_left):
+            out.append(f"glossary: {a!r} is not the course's term; write {terms[i]['zh'][0]} "
+                       f"(for {terms[i]['en'][0]!r})")
     return out
 
 
@@ -90,4 +140,29 @@ def asset_prose_problems(language: str = "zh_CN") -> list[str]:
             continue
         out += [f"{where[0]}: {p} in {table[en]!r}" for p in preservation_problems(en, table[en])
                 + glossary_problems(en, table[en], terms)]
+    return out
+
+
+def catalogs(language: str = "zh_CN") -> list:
+    """Every catalog of the edition: the notebooks' .po files, the runtime strings' and the asset prose's."""
+    from inferopt import i18n
+
+    return sorted((i18n.LOCALE / language / "LC_MESSAGES").rglob("*.po"))
+
+
+def catalog_problems(language: str = "zh_CN", terms: list[dict] | None = None, only=None) -> list[str]:
+    """The glossary, both ways, over every translated entry of every catalog, or of the catalogs ``only`` names
+    (one line per problem)."""
+    import polib
+
+    from inferopt import i18n
+
+    terms = terms if terms is not None else glossary()
+    out = []
+    for path in only if only is not None else catalogs(language):
+        for e in polib.pofile(str(path)):
+            if e.msgstr and not e.obsolete and "fuzzy" not in e.flags:
+                short = " ".join(e.msgid.split())[:60]
+                out += [f"{path.relative_to(i18n.LOCALE.parent)}: {short!r}: {p}" for p in glossary_problems(e.msgid, e.msgstr,
+                                                                                                      terms)]
     return out

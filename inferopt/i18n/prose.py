@@ -37,7 +37,8 @@ FIELDS = {
     "tradeoffs.yaml": ["axes[].name", "rows[].name", "rows[].gives_up", "rows[].buys"],
     "learning_path.yaml": ["self_check[].title", "self_check[].prompt", "self_check[].questions[].prompt",
                            "self_check[].options[].label", "self_check[].items[].label", "self_check[].layers[]",
-                           "self_check[].explanation", "self_check[].note", "practice[]"],
+                           "self_check[].explanation", "self_check[].note", "practice[]", "follow[].channel",
+                           "follow[].what", "open_source[].start", "mindset[].changes", "mindset[].stays"],
 }
 # a phrase is replaced inside a composed message (as whole words) only from this length on
 # (shorter ones: as the whole text only)

@@ -12,7 +12,7 @@ import ipywidgets as W
 
 from inferopt.diagnosis import knowledge
 from inferopt.errors import CourseError
-from inferopt.i18n import tr
+from inferopt.i18n import edition, tr
 from inferopt.i18n.prose import prose
 from inferopt.widgets._common import error_html, esc
 
@@ -44,10 +44,13 @@ _PROSE = ("solves", "cost", "module", "hardware")   # asset prose, shown in the 
 
 
 def _shown_name(row: dict) -> str:
-    """The name column in the edition's language: the technique's translated name where it has one."""
+    """The name column in the edition's language: the technique's translated name where it has one (in the
+    Chinese edition also where that name is the English one, PagedAttention, without the English edition's gloss)."""
     names = {t.id: t.name for t in knowledge.techniques()}
     english = names.get(row["id"])
-    return row["name"] if english is None or prose(english) == english else prose(english)
+    if english is None or (prose(english) == english and edition() == "en"):
+        return row["name"]
+    return prose(english)
 
 
 def technique_table_html(rows: list) -> str:
