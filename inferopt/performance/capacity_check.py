@@ -55,7 +55,11 @@ def stated_ranges() -> dict:
 
 def _setting(gpu: str, end: str) -> tuple[P.Profile, roofline.Roof]:
     """The GPU profile and roof with every stated factor at ``end`` ('slow', 'nominal' or 'fast')."""
-    f = {k: v[end] for k, v in stated_ranges().items()}
+    return _with_factors(gpu, {k: v[end] for k, v in stated_ranges().items()})
+
+
+def _with_factors(gpu: str, f: dict) -> tuple[P.Profile, roofline.Roof]:
+    """The GPU profile and roof with the stated factors ``f`` ({factor: value})."""
     prof = P.profile("gpu")
     prof = prof.with_(efficiency={**prof.efficiency, "compute": f["compute_efficiency"]},
                       per_seq_step_us=f["per_seq_step_us"], frontend_per_token_us=f["frontend_per_token_us"])
@@ -162,12 +166,7 @@ def check(plan: planner.DeploymentPlan, layouts=(8, 4, 2, 1), sensitivity: bool 
         for factor, r in stated_ranges().items():
             row = []
             for end in ("slow", "fast"):
-                f = {**nominal, factor: r[end]}
-                prof = P.profile("gpu")
-                prof = prof.with_(efficiency={**prof.efficiency, "compute": f["compute_efficiency"]},
-                                  per_seq_step_us=f["per_seq_step_us"], frontend_per_token_us=f["frontend_per_token_us"])
-                roof = replace(roofline.device_roof(req["gpu"]), allreduce_latency_s=f["allreduce_latency_us"] * 1e-6,
-                               allreduce_efficiency=f["allreduce_efficiency"])
+                prof, roof = _with_factors(req["gpu"], {**nominal, factor: r[end]})
                 row.append(_highest(req, pl, tp0, gpus, prof, roof, slo, top))
             out.sensitivity[factor] = tuple(row)
     return out
