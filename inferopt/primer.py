@@ -14,9 +14,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from inferopt.planning.platform_defaults import CPU as _ENGINE  # the course's CPU engine's defaults (its dtype)
+
 # one scenario per limit of the performance model (inferopt.performance.predict.LIMITS), each chosen so that
-# limit binds; the CPU rows are the course's own engine (SmolLM2-135M, float32, a 1 GiB KV budget)
-_CPU = dict(model="smollm2-135m-instruct", gpu="cpu", dtype="float32", max_model_len=2048,
+# limit binds; the CPU rows are the course's own engine (SmolLM2-135M, its default dtype, a 1 GiB KV budget)
+_CPU = dict(model="smollm2-135m-instruct", gpu="cpu", dtype=_ENGINE.dtype, max_model_len=2048,
             kv_cache_memory_bytes=2**30, input_tokens=200, output_tokens=48)
 LIMIT_SCENARIOS = (
     ("weights_bandwidth", "the course's CPU engine, 1 request", dict(_CPU, concurrency=1)),
@@ -112,12 +114,12 @@ def allreduce_bytes(model: str, dtype_bytes: int = 2) -> dict:
             "per_token_bytes": 2 * s.num_layers * per_call}
 
 
-def preemption_point(kv_cache_gib: float = 1.0, max_model_len: int = 2048, dtype: str = "float32") -> dict:
+def preemption_point(kv_cache_gib: float = 1.0, max_model_len: int = 2048, dtype: str | None = None) -> dict:
     """The course's CPU engine: its KV blocks, the blocks one full-length request needs, and how many such
     requests fit before the scheduler must preempt one (vLLM's KV accounting, inferopt.planning.memory)."""
     from inferopt.planning.memory import cpu_engine_prediction
 
-    r = cpu_engine_prediction(kv_cache_gib, max_model_len, dtype)
+    r = cpu_engine_prediction(kv_cache_gib, max_model_len, dtype or _ENGINE.dtype)
     return {"blocks": r.num_blocks, "block_size": r.block_size, "blocks_per_request": r.blocks_per_request,
             "requests_that_fit": r.num_blocks // r.blocks_per_request, "max_model_len": max_model_len}
 

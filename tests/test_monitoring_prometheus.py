@@ -63,7 +63,7 @@ def test_missing_binary_and_bad_targets(monkeypatch):
         PrometheusServer({"vllm": ["127.0.0.1:1"]}).start()
     monkeypatch.delenv("INFEROPT_PROMETHEUS")
     monkeypatch.setenv("PATH", "/nonexistent")
-    with pytest.raises(CourseError, match="make setup"):
+    with pytest.raises(CourseError, match="make tools"):
         PrometheusServer({"vllm": ["127.0.0.1:1"]}).start()
     with pytest.raises(CourseError, match="port"):
         PrometheusServer({"vllm": ["localhost"]})
