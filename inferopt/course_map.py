@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import json
 
-from inferopt.paths import CHAPTERS, LABS, REPO_ROOT
-from inferopt.paths import SOLUTIONS as SOLUTIONS_DIR
+from inferopt.paths import CHAPTERS, LABS, REPO_ROOT, SOLUTIONS
 
 
 def _title(path) -> str:
@@ -32,11 +31,6 @@ def course_map() -> list[dict]:
 MAX_CORE_MINUTES = 12 * 60      # the core path: a weekend (issue 47), by the notebooks' own time estimates
 
 
-def _names_on_disk() -> list[str]:
-    return ([p.name.split("-")[0] for p in sorted(CHAPTERS.glob("*.ipynb"))]
-            + [f"lab {p.name[3]}" for p in sorted(LABS.glob("lab*.ipynb"))])
-
-
 def course_path(data: dict | None = None) -> dict:
     """The core path and the depth (``assets/course_path.yaml``), each notebook with its title and its estimate
     in minutes (:func:`inferopt.pacing.estimate`): {'core': [...], 'depth': [...], 'core_minutes': N}.
@@ -46,7 +40,7 @@ def course_path(data: dict | None = None) -> dict:
 
     data = data if data is not None else assets.load("course_path.yaml")
     listed = list(data["core"]) + [d["notebook"] for d in data["depth"]]
-    on_disk = _names_on_disk()
+    on_disk = pacing.notebook_names()
     twice = sorted({n for n in listed if listed.count(n) > 1})
     missing, unknown = [n for n in on_disk if n not in listed], [n for n in listed if n not in on_disk]
     if twice or missing or unknown:
@@ -59,7 +53,7 @@ def course_path(data: dict | None = None) -> dict:
     def row(name, adds=""):
         e = pacing.estimate(name)
         p = REPO_ROOT / e.path
-        nb = p.with_suffix(".ipynb") if p.parent != SOLUTIONS_DIR else LABS / p.with_suffix(".ipynb").name
+        nb = p.with_suffix(".ipynb") if p.parent != SOLUTIONS else LABS / p.with_suffix(".ipynb").name
         return {"notebook": name, "path": str(nb.relative_to(REPO_ROOT)), "title": _title(nb), "minutes": e.total,
                 "adds": adds}
 

@@ -70,6 +70,12 @@ def notebook_path(name: str) -> Path:
     return found[0]
 
 
+def notebook_names() -> list[str]:
+    """Every chapter and lab as the plans name them ('00', '02b', 'lab 1'), in file order."""
+    return ([p.name.split("-")[0] for p in sorted(CHAPTERS.glob("*.md"))]
+            + [f"lab {p.name[3]}" for p in sorted(SOLUTIONS.glob("lab*.md"))])
+
+
 def estimate(name: str) -> Estimate:
     """Reading, working and run minutes as the notebook's front matter states them."""
     path = notebook_path(name)
@@ -210,8 +216,7 @@ def main(argv=None) -> int:
     if args.write:
         INSTRUCTORS.write_text(rewrite(text))
         text = INSTRUCTORS.read_text()
-    names = [p.name.split("-")[0] for p in sorted(CHAPTERS.glob("*.md"))]
-    names += [f"lab {p.name[3]}" for p in sorted(SOLUTIONS.glob("lab*.md"))]
+    names = notebook_names()
     for n in names:
         e = estimate(n)
         print(f"{n:7s} {e.total:4d} min  (reading {e.reading}, working {e.working}, run {e.run})  {e.path}")

@@ -76,13 +76,16 @@ def true_p95_ms(median_ms: float = 300.0, sigma: float = 0.5) -> float:
 
 def kv_bytes(model: str, dtype_bytes: int) -> dict:
     """KV bytes per token of ``model`` with its KV heads (GQA), and with one KV head per attention head (MHA)."""
+    from dataclasses import replace
+
+    from inferopt.planning.memory import kv_bytes_per_token
     from inferopt.planning.model_specs import load_spec
 
     s = load_spec(model)
-    per_head = 2 * s.num_layers * s.head_dim * dtype_bytes            # K and V, every layer, one head
+    mha = replace(s, num_kv_heads=s.num_attention_heads)               # the same model without GQA
     return {"model": model, "layers": s.num_layers, "heads": s.num_attention_heads, "kv_heads": s.num_kv_heads,
-            "head_dim": s.head_dim, "dtype_bytes": dtype_bytes, "gqa_bytes": per_head * s.num_kv_heads,
-            "mha_bytes": per_head * s.num_attention_heads}
+            "head_dim": s.head_dim, "dtype_bytes": dtype_bytes, "gqa_bytes": kv_bytes_per_token(s, dtype_bytes)[0],
+            "mha_bytes": kv_bytes_per_token(mha, dtype_bytes)[0]}
 
 
 def tensor_parallel_mlp(hidden: int = 8, ffn: int = 32, tokens: int = 4, ranks: int = 2, seed: int = 0) -> dict:

@@ -193,10 +193,7 @@ def ship(plan: planner.DeploymentPlan, chk: CapacityCheck) -> Ship:
         raise CourseError("no layout holds the SLOs at any rate even at the slow corner: change the hardware or the SLO")
     per_replica = best.low / best.replicas
     prof, roof = _setting(req["gpu"], "nominal")
-    p = predict(req["model"], req["gpu"], tp=best.tp, request_rate=per_replica, weights=pl["weight_format"],
-                kv_dtype=pl["kv_cache_dtype"], input_tokens=req["input_tokens"], output_tokens=req["output_tokens"],
-                max_num_seqs=None, max_num_batched_tokens=pl.get("max_num_batched_tokens"),
-                gpu_memory_utilization=pl["gpu_memory_utilization"], profile=prof, roof=roof)
+    p = _predict(req, {**pl, "max_num_seqs": None}, best.tp, best.tp, per_replica, prof, roof)   # one replica, uncapped
     in_flight = per_replica * p.e2e_ms / 1000                       # Little: L = lambda x mean W
     seqs = max(pl["max_num_seqs"], int(math.ceil(2 * in_flight / 16) * 16))   # twice the mean: room for bursts
     commands = []
