@@ -163,8 +163,8 @@ def test_lab3_live_steps_on_an_engine_the_course_did_not_start(outside_engine, m
         reqs = build_requests(Workload(input_tokens=200, output_tokens=32, num_requests=8, seed=3), tok)
         summary = loadgen.run(loadgen.Endpoint.from_server(srv), reqs, concurrency=4, warmup=1).summary(slo)
         assert summary["completed"] == 8
-        p = slo.percentile
-        verdict = {m: summary[f"{m}_p{p}_ms"] <= getattr(slo, f"{m}_ms") for m in ("ttft", "tpot")}
+        # 8 requests cannot carry a P95: the verdict is on the slowest request (SLO.violations)
+        verdict = {m: summary[f"{m}_max_ms"] <= getattr(slo, f"{m}_ms") for m in ("ttft", "tpot")}
         assert all(verdict.values()) == slo.summary_meets(summary)
         assert "attached" in repr(srv)
     # the end of the block let it go: the engine still runs and answers

@@ -45,7 +45,9 @@ def test_summary_throughput_and_goodput():
     assert s["goodput_rps"] == pytest.approx(1 / 4.0)
     assert s["slo_attainment"] == pytest.approx(1 / 3)
     assert s["meets_slo"] is False
-    assert slo.violations(s) == ["TTFT P95 390 ms > 300 ms", "TPOT P95 195 ms > 150 ms"]
+    # two requests cannot carry a P95: the slowest request is judged, and the text says so
+    assert slo.violations(s) == ["TTFT max 400 ms > 300 ms (n=2 < 45: the slowest request is judged)",
+                                 "TPOT max 200 ms > 150 ms (n=2 < 45: the slowest request is judged)"]
 
 
 def test_duration_defaults_to_first_send_to_last_token():
@@ -65,6 +67,39 @@ def test_slo_rejects_bad_values():
         SLO(ttft_ms=-5)
     with pytest.raises(CourseError, match="percentile"):
         SLO(ttft_ms=500, percentile=97)
+
+
+def _steady(n, ttft=0.1, step=0.001):
+    return [rec(i, ttft + step * i, 1.0 + step * i, 21, itl=[0.05] * 20) for i in range(n)]
+
+
+def test_a_table_of_8_requests_refuses_to_print_a_p95():
+    s = summarize(_steady(8), concurrency=8)
+    assert not math.isnan(s["ttft_p95_ms"])              # the summary keeps the figure ...
+    line = table([s], ["concurrency", "completed", "ttft_p50_ms", "ttft_p95_ms", "tpot_p95_ms", "e2e_p95_ms",
+                       "itl_p99_ms"]).splitlines()[1].split()
+    # ... the table shows the P50, and in place of every tail percentile the count it would need
+    assert line == ["8", "8", f"{s['ttft_p50_ms']:.1f}", "n<45", "n<45", "n<45", "n<230"]
+    # from 45 requests on the P95 is printed; the ITL P99 from 230 gaps on (here 45 x 20 = 900 gaps)
+    big = summarize(_steady(45))
+    row = table([big], ["ttft_p95_ms", "itl_p99_ms"]).splitlines()[1].split()
+    assert row == [f"{big['ttft_p95_ms']:.1f}", f"{big['itl_p99_ms']:.1f}"]
+    # a row with no sample size (a model's prediction) is printed as given
+    assert table([{"ttft_p95_ms": 12.0}]).splitlines()[1].split() == ["12.0"]
+
+
+def test_a_decision_on_8_requests_judges_the_slowest_not_a_p95():
+    slo = SLO(ttft_ms=110)
+    s = summarize(_steady(8, ttft=0.09, step=0.003))     # TTFTs 90 ... 111 ms: P95 109.95 ms, slowest 111 ms
+    assert s["ttft_p95_ms"] <= 110 < s["ttft_max_ms"]
+    assert not slo.summary_meets(s) and "the slowest request is judged" in slo.violations(s)[0]
+    # the same P95 from 45 requests passes only when its order-statistic upper bound is within the limit
+    s45 = summarize(_steady(45, ttft=0.06, step=0.001))   # 60 ... 104 ms: the 45th fastest bounds the P95
+    assert s45["ttft_p95_bound_ms"] == pytest.approx(104.0) and slo.summary_meets(s45)
+    assert not SLO(ttft_ms=103).summary_meets(s45) and "upper bound" in SLO(ttft_ms=103).violations(s45)[0]
+    # and max_level_meeting, which sizes a concurrency, follows the same verdict
+    rows = [{**summarize(_steady(8, ttft=0.09, step=0.003)), "concurrency": 1, "failed": 0}]
+    assert max_level_meeting(rows, slo) is None
 
 
 def test_table_is_fixed_width_text():

@@ -92,7 +92,8 @@ def test_cli_import_and_sweep_argument_errors(capsys):
 
     assert main(["bench", "import", str(DATA / "aiperf_profile_export_aiperf.json")]) == 0
     out = capsys.readouterr().out
-    assert "tpot_p95_ms" in out and "115.0" in out
+    # aiperf reported a P95 of 115 ms from 8 requests: the table names the column but will not print it
+    assert "tpot_p95_ms" in out and "n<45" in out and "115.0" not in out
     # --url without --model: a CourseError naming the fix, exit code 2, no engine started
     assert main(["bench", "sweep", "--url", "http://127.0.0.1:9", "--concurrency", "1"]) == 2
     assert "--url needs --model" in capsys.readouterr().err

@@ -17,12 +17,13 @@ Records hold seconds; summaries hold milliseconds (``*_ms``) as the tools print 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from inferopt.errors import CourseError
-from inferopt.slo import PERCENTILES, SLO
+from inferopt.slo import PERCENTILES, SLO, TAIL_LEVEL, TAIL_PERCENTILES, tail_samples_needed
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
 
@@ -85,13 +86,33 @@ def _stats_ms(values_s) -> dict:
     out = {"mean": float(np.mean(vals)) if vals else float("nan")}
     for q in PERCENTILES:
         out[f"p{q}"] = percentile(vals, q)
+    out["max"] = max(vals) if vals else float("nan")
+    return out
+
+
+def _tail_fields(name: str, values_s) -> dict:
+    """``{name}_count`` (the sample size), and for each tail percentile the ``TAIL_LEVEL`` order-statistic
+    upper bound ``{name}_p{q}_bound_ms`` where the sample is large enough for one (bench.stats)."""
+    from inferopt.bench.stats import percentile_bounds
+
+    ms = [v * 1000.0 for v in values_s if v is not None]
+    out: dict = {f"{name}_count": len(ms)}
+    if name == "itl" or not ms:       # the gaps are pooled over requests: counted, not bounded
+        return out
+    for q in TAIL_PERCENTILES:
+        upper = percentile_bounds(ms, q, level=TAIL_LEVEL).upper
+        if upper is not None:
+            out[f"{name}_p{q}_bound_ms"] = upper
     return out
 
 
 def summarize(records, duration_s: float | None = None, slo: SLO | None = None, **labels) -> dict:
     """Summarize per-request records into one flat dict.
 
-    Keys: ``ttft|tpot|itl|e2e`` × ``mean|p50|p90|p95|p99`` + ``_ms``; ``output_throughput_tok_s``,
+    Keys: ``ttft|tpot|itl|e2e`` × ``mean|p50|p90|p95|p99|max`` + ``_ms``; ``{metric}_count`` (values in the
+    sample: requests, or for ``itl`` the gaps pooled over requests); ``{metric}_p{90,95,99}_bound_ms``, the
+    90 % order-statistic upper bound of that percentile where the sample holds one (none below 22 / 45 /
+    230 values; not for ``itl``, whose gaps within a request are not independent); ``output_throughput_tok_s``,
     ``total_throughput_tok_s``, ``request_throughput_rps``, ``goodput_rps`` and ``slo_attainment``
     (fraction of requests meeting every SLO; only with ``slo``), ``completed``, ``failed``,
     ``duration_s``, ``throughput_tok_s`` (= output throughput, the name the decision engine reads),
@@ -112,6 +133,7 @@ def summarize(records, duration_s: float | None = None, slo: SLO | None = None, 
     for name, vals in series.items():
         for stat, v in _stats_ms(vals).items():
             out[f"{name}_{stat}_ms"] = v
+        out.update(_tail_fields(name, vals))
     out_tok = sum(r.output_tokens for r in ok)
     in_tok = sum(r.prompt_tokens for r in ok)
     safe = duration_s if duration_s > 0 else float("nan")
@@ -143,12 +165,33 @@ def max_level_meeting(summaries, slo: SLO, key: str = "concurrency"):
     return best
 
 
+def sample_size(summary: dict, metric: str) -> int | None:
+    """How many values a summary's ``metric`` (ttft, tpot, itl, e2e) was computed from: ``{metric}_count``,
+    else ``completed``; None when the row says neither (a model's prediction, a hand-built row)."""
+    n = summary.get(f"{metric}_count", summary.get("completed"))
+    return None if n is None or isinstance(n, bool) else int(n)
+
+
+def tail_cell(summary: dict, column: str) -> str | None:
+    """What a table shows in place of a tail percentile column (``*_p90_ms``, ``*_p95_ms``, ``*_p99_ms``) that
+    its sample cannot carry: ``"n<45"`` for a P95 of fewer than 45 values (the fewest whose slowest bounds the
+    P95 at 90 %, :func:`inferopt.slo.tail_samples_needed`); None when the value may be shown."""
+    m = re.fullmatch(r"([a-z0-9]+)_p(\d+)_ms", column)
+    if not m or int(m.group(2)) not in TAIL_PERCENTILES:
+        return None
+    n, need = sample_size(summary, m.group(1)), tail_samples_needed(int(m.group(2)))
+    return f"n<{need}" if n is not None and n < need else None
+
+
 def table(summaries, columns=None) -> str:
-    """A fixed-width text table of summaries (one row each), for the CLI and notebooks."""
+    """A fixed-width text table of summaries (one row each), for the CLI and notebooks.
+
+    A tail percentile (P90, P95, P99) is printed only where the row's sample can carry it: a P95 from fewer
+    than 45 requests prints as ``n<45`` (:func:`tail_cell`); show the mean or the slowest request instead."""
     columns = columns or ["concurrency", "completed", "ttft_p50_ms", "ttft_p95_ms", "tpot_p50_ms",
                           "tpot_p95_ms", "itl_p99_ms", "e2e_p95_ms", "output_throughput_tok_s", "goodput_rps"]
     columns = [c for c in columns if any(c in s for s in summaries)]
-    rows = [[_cell(s.get(c)) for c in columns] for s in summaries]
+    rows = [[tail_cell(s, c) or _cell(s.get(c)) if c in s else _cell(None) for c in columns] for s in summaries]
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(columns)]
     lines = ["  ".join(c.rjust(w) for c, w in zip(columns, widths, strict=True))]
     lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)) for r in rows]

@@ -311,7 +311,7 @@ DECISION_METRIC_KEYS = ("ttft_p95_ms", "tpot_p95_ms", "ttft_p99_ms", "tpot_p99_m
                         "prefix_cache_hit_rate", "spec_acceptance_rate", "requests", "ttft_p95_bound_ms",
                         "tpot_p95_bound_ms", "ttft_p99_bound_ms", "tpot_p99_bound_ms", "e2e_p95_bound_ms")
 # The confidence of every tail verdict the diagnosis gives (inferopt.bench.stats: one-sided, order statistics).
-TAIL_LEVEL = 0.9
+from inferopt.slo import TAIL_LEVEL  # noqa: E402  (one constant for the diagnosis, the tables and SLO.violations)
 
 
 def sample_fields(records) -> dict:

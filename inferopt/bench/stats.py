@@ -32,6 +32,7 @@ from functools import lru_cache
 import numpy as np
 
 from inferopt.errors import CourseError
+from inferopt.slo import min_samples_for_upper_bound  # defined with the SLO type
 
 MIN_PERCENTILE_SAMPLES = 20   # the course's rule: no percentile is printed from fewer samples
 
@@ -80,12 +81,6 @@ def lower_rank(n: int, q: float = 95, level: float = 0.9) -> int | None:
         if 1 - binom_cdf(s - 1, n, p) >= level:
             return s
     return None
-
-
-def min_samples_for_upper_bound(q: float = 95, level: float = 0.9) -> int:
-    """The fewest requests whose maximum is a ``level`` upper bound of the P_q: 45 for P95 at 90 %."""
-    _check(q, level, "min_samples_for_upper_bound")
-    return math.ceil(math.log(1 - level) / math.log(q / 100) - 1e-12)
 
 
 @dataclass(frozen=True)
