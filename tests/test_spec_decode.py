@@ -69,3 +69,55 @@ def test_stored_ngram_record_gives_alpha_094_and_reproduces_441():
 def test_bad_input_is_one_course_error(bad):
     with pytest.raises(CourseError):
         bad()
+
+
+def _drafts(outcomes, k):
+    """Per-position accepted counts, and the totals, of drafts whose accepted-prefix lengths are ``outcomes``."""
+    per_pos = [sum(1 for a in outcomes if a > i) for i in range(k)]
+    return per_pos, float(len(outcomes)), float(sum(outcomes))
+
+
+def _first_rejection(rng, alpha, k):
+    a = 0
+    while a < k and rng.random() < alpha:
+        a += 1
+    return a
+
+
+def test_per_position_counters_test_the_one_alpha_model_and_can_reject_it():
+    from inferopt.bench.spec_decode import cut_tokens_per_step, read_per_position
+    rng, k = random.Random(3), 4
+    # drafts that follow the one-alpha model: alpha from the total ratio predicts the drafts cut to 2 positions
+    iid = [_first_rejection(rng, 0.7, k) for _ in range(20_000)]
+    pp = read_per_position(*_drafts(iid, k), k)
+    assert cut_tokens_per_step(pp, 2) == pytest.approx(tokens_per_step(pp.alpha, 2), rel=0.02)
+    assert all(c == pytest.approx(0.7, abs=0.03) for c in pp.conditional)
+    # all-or-nothing drafts (a repeated span is copied whole or not at all), same total ratio family:
+    # the one-alpha prediction for k = 2 misses what the same drafts give, and the conditionals are not equal
+    lumpy = [k if rng.random() < 0.5 else 0 for _ in range(20_000)]
+    pp2 = read_per_position(*_drafts(lumpy, k), k)
+    assert abs(cut_tokens_per_step(pp2, 2) / tokens_per_step(pp2.alpha, 2) - 1) > 0.1
+    assert pp2.conditional[1] > 0.95 > 0.6 > pp2.conditional[0]
+    # the full cut is the measured tokens per step (1 + accepted / drafts): the identity, kept apart
+    assert cut_tokens_per_step(pp2, k) == pytest.approx(1 + sum(lumpy) / len(lumpy))
+
+
+@pytest.mark.parametrize("bad", [
+    ([5, 3, 1], 10.0, 9.0, 4),        # three positions for k = 4
+    ([5, 3, 2, 1], 10.0, 12.0, 4),    # positions do not sum to the accepted total
+    ([3, 5, 1, 0], 10.0, 9.0, 4),     # a later position accepted more often than an earlier one
+    ([12, 0, 0, 0], 10.0, 12.0, 4),   # more accepted at position 1 than drafts
+])
+def test_a_misread_per_position_counter_is_one_course_error(bad):
+    from inferopt.bench.spec_decode import read_per_position
+    with pytest.raises(CourseError, match="per_pos"):
+        read_per_position(*bad)
+
+
+def test_per_position_counter_is_read_by_label():
+    from inferopt.bench.experiments import parse_per_position
+    text = ("# HELP vllm:spec_decode_num_accepted_tokens_per_pos_total Accepted tokens per draft position.\n"
+            "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter\n"
+            + "".join(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="m",position="{i}"}} '
+                      f"{v}\n" for i, v in enumerate((40.0, 31.0, 20.0, 9.0))))
+    assert parse_per_position(text) == {0: 40.0, 1: 31.0, 2: 20.0, 3: 9.0}

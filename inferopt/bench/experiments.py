@@ -49,6 +49,19 @@ def parse_metrics(text: str) -> dict:
     return out
 
 
+def parse_per_position(text: str, name: str = "vllm:spec_decode_num_accepted_tokens_per_pos_total") -> dict:
+    """{position: value} of a counter labelled by ``position`` (summed over its other labels); {} when absent."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if s.name == name and "position" in s.labels:
+                pos = int(s.labels["position"])
+                out[pos] = out.get(pos, 0.0) + float(s.value)
+    return out
+
+
 def scrape(srv) -> dict:
     """The engine's /metrics now, summed over labels (see parse_metrics)."""
     return parse_metrics(srv.metrics_text())
@@ -122,7 +135,8 @@ class MetricsPoller:
 def _measure(srv, run_kwargs: dict, slo: SLO | None = None, poll: bool = False) -> dict:
     """Run loadgen with /metrics read before and after (and polled if asked); one result dict."""
     ep = loadgen.Endpoint.from_server(srv)
-    before = scrape(srv)
+    before_text = srv.metrics_text()
+    before = parse_metrics(before_text)
     if poll:
         with MetricsPoller(srv) as poller:
             res = loadgen.run(ep, **run_kwargs)
@@ -130,9 +144,13 @@ def _measure(srv, run_kwargs: dict, slo: SLO | None = None, poll: bool = False) 
     else:
         res = loadgen.run(ep, **run_kwargs)
         peak = {}
-    after = scrape(srv)
+    after_text = srv.metrics_text()
+    after = parse_metrics(after_text)
     counters = {name: delta(after, before, name) for name in WATCHED if name.endswith("_total")}
+    pos_before, pos_after = parse_per_position(before_text), parse_per_position(after_text)
+    per_pos = [pos_after[i] - pos_before.get(i, 0.0) for i in sorted(pos_after)]   # [] without spec decoding
     return {"summary": res.summary(slo), "records": res.records, "counters": counters, "peak": peak,
+            "accepted_per_pos": per_pos,
             "wall_s": res.duration_s, "client_cpu_ms_per_request": 1000 * res.client_cpu_s_per_request}
 
 

@@ -19,7 +19,12 @@ model ``1 + k · ratio`` equals the expected tokens per step exactly, so the mea
 ``(accepted + drafts) / drafts`` (vLLM's own "mean acceptance length", ``SpecDecodingLogging.log``
 in the same file) is reproduced by construction: the check shows which number is α, not that
 acceptance is i.i.d. The per-position counter ``vllm:spec_decode_num_accepted_tokens_per_pos``
-(position i accepted in α^i of the drafts under the model) is what would test that.
+(label ``position`` 0 .. k-1; position i+1 accepted in α^(i+1) of the drafts under the model) is what tests
+it: :func:`read_per_position` reads it, and :func:`cut_tokens_per_step` gives what the same drafts yield cut
+to k' < k positions (a draft's position i counts only if all before it were accepted, so cutting a draft
+keeps its first k' outcomes). That figure comes from the counters, not from α: set beside
+``tokens_per_step(alpha, k')`` it checks the one-α model where it would be used, to extrapolate to
+another k (the n-gram drafter's positions are not independent, so the two can differ).
 """
 from __future__ import annotations
 
@@ -106,3 +111,50 @@ def read_counters(counters: dict, k: int) -> SpecDecodeReading:
                              alpha=alpha, measured_tokens_per_step=(accepted + drafts) / drafts,
                              model_tokens_per_step=tokens_per_step(alpha, k),
                              ratio_as_alpha_tokens_per_step=tokens_per_step(ratio, k))
+
+
+PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+
+
+@dataclass(frozen=True)
+class PerPosition:
+    """vLLM's per-position acceptance: position i (1-based) accepted in ``rates[i-1]`` of the drafts."""
+
+    k: int
+    drafts: float
+    accepted_per_pos: tuple          # the counter's increase at position 0 .. k-1
+    rates: tuple                     # accepted_per_pos / drafts: P(position i accepted)
+    conditional: tuple               # P(position i accepted | i-1 accepted): one α would make these equal
+    alpha: float                     # the one α the total ratio implies (alpha_from_ratio)
+
+
+def read_per_position(accepted_per_pos, drafts: float, accepted: float, k: int) -> PerPosition:
+    """Check and read the per-position counters of one run against the run's totals.
+
+    The counter must have k positions, sum to the accepted total (both count each accepted draft token once,
+    ``SpecDecodingStats.observe_draft``) and never rise with the position (position i is accepted only after
+    i-1 is); anything else is a misread counter, a CourseError."""
+    _check(0.0, k)
+    acc = tuple(float(a) for a in accepted_per_pos)
+    if len(acc) != k:
+        raise CourseError(f"{PER_POS}: {len(acc)} positions for k={k}; was the engine started with "
+                          "num_speculative_tokens = k, and were positions 0 .. k-1 read?")
+    if drafts <= 0 or abs(sum(acc) - accepted) > 1e-6 * max(1.0, accepted):
+        raise CourseError(f"{PER_POS}: positions sum to {sum(acc):.0f}, the accepted total is {accepted:.0f} "
+                          f"({drafts:.0f} drafts); read both from the same two scrapes")
+    if any(b > a + 1e-9 for a, b in zip(acc, acc[1:], strict=False)) or acc[0] > drafts:
+        raise CourseError(f"{PER_POS}: {list(acc)} rises with the position or exceeds {drafts:.0f} drafts; a position "
+                          "is accepted only after every one before it")
+    rates = tuple(a / drafts for a in acc)
+    cond = tuple(rates[0] if i == 0 else (rates[i] / rates[i - 1] if rates[i - 1] else float("nan"))
+                 for i in range(k))
+    return PerPosition(k=k, drafts=float(drafts), accepted_per_pos=acc, rates=rates, conditional=cond,
+                       alpha=alpha_from_ratio(accepted / (k * drafts), k))
+
+
+def cut_tokens_per_step(pp: PerPosition, k_cut: int) -> float:
+    """Tokens per verification step that the measured drafts give when cut to their first ``k_cut`` positions:
+    1 + the acceptance rates of positions 1 .. k_cut (from the counters; no α involved)."""
+    if not isinstance(k_cut, int) or isinstance(k_cut, bool) or not 1 <= k_cut <= pp.k:
+        raise CourseError(f"k_cut={k_cut!r}: cut the drafts to 1 .. {pp.k} positions (the run drafted {pp.k})")
+    return 1 + sum(pp.rates[:k_cut])

@@ -34,8 +34,8 @@ import argparse
 import json
 from dataclasses import asdict, dataclass, field
 
-from inferopt.bench.stats import MIN_PERCENTILE_SAMPLES
 from inferopt.errors import CourseError
+from inferopt.slo import tail_samples_needed
 
 MAX_STEPS = 4
 
@@ -162,7 +162,7 @@ def measure(srv, start: Start, tokenizer, slo) -> dict:
     s, c, p = out["summary"], out["counters"], out["peak"]
     tail = {"ttft_p95_ms": s["ttft_p95_ms"], "tpot_p95_ms": s["tpot_p95_ms"]}
     ok = [rec for rec in out["records"] if rec.ok]
-    if len(ok) < MIN_PERCENTILE_SAMPLES:
+    if len(ok) < tail_samples_needed(95):
         # too few requests for a P95 (bench.stats): the slowest request stands in for it, a conservative
         # estimate the decision engine reads under the P95 keys, printed as "max"
         tpots = [rec.tpot_s for rec in ok if rec.tpot_s is not None]
@@ -179,12 +179,13 @@ def measure(srv, start: Start, tokenizer, slo) -> dict:
 
 
 def tail_name(n: int) -> str:
-    """What the loop's tail figure is: a P95 from 20 requests on, else the slowest request ("max")."""
-    return "P95" if n >= MIN_PERCENTILE_SAMPLES else "max"
+    """What the loop's tail figure is: a P95 from 45 requests on (the fewest whose slowest bounds it at 90 %),
+    else the slowest request ("max")."""
+    return "P95" if n >= tail_samples_needed(95) else "max"
 
 
 def metric_name(key: str, n: int) -> str:
-    """'ttft_p95_ms' as the loop measured it: 'TTFT P95', or 'TTFT max' from fewer than 20 requests."""
+    """'ttft_p95_ms' as the loop measured it: 'TTFT P95', or 'TTFT max' from fewer than 45 requests."""
     return f"{key.split('_')[0].upper()} {tail_name(n)}"
 
 

@@ -71,7 +71,7 @@ def interference(roof: R.Roof, *, budget: int, streams: int = 4, stream_input_to
 def tuning_metrics(roof: R.Roof, start, args, kv_cache_bytes: int) -> dict:
     """What :func:`inferopt.diagnosis.tuning.measure` would read for a starting point's workload (``start``:
     a ``tuning.Start``) under ``args`` and a KV budget, predicted: the slowest request's TTFT and TPOT in the
-    P95 keys (the loop's runs have fewer than 20 requests), preemptions, the queue, the KV use and, with
+    P95 keys (the loop's runs have fewer than 45 requests), preemptions, the queue, the KV use and, with
     prefix caching on, the share of prompt tokens found cached (every run is primed with the shared prompt)."""
     args = list(args)
     r = start.run
