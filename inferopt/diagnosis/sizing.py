@@ -70,9 +70,16 @@ def _size_action(kind: str, facts: dict, w: Workload, dep, mem: dict | None):
     raise CourseError(f"assets/decision_tree.yaml: unknown sized action {kind!r}")
 
 
+# The share of a GPU's usable memory that tensor-parallel sizing lets the weights take (the rest: KV cache, activations).
+WEIGHTS_SHARE = 0.8
+# The rule as _tp_size applies it, in the words every statement of it uses (tests/test_one_statement.py).
+TP_RULE = (f"the smallest power of two whose GPUs hold the weights in at most {WEIGHTS_SHARE:.0%} of their usable "
+           "memory, the rest left for the KV cache")
+
+
 def _tp_size(w: Workload, facts: dict, thresholds: dict, mem: dict | None = None) -> int:
-    """Smallest power of two (<= num_gpus) whose GPUs hold the weights in usable memory (with the
-    deployment: the smallest TP with which the memory calculator says vLLM starts)."""
+    """``TP_RULE``, capped at num_gpus (with the model and GPU known: the smallest TP with which the memory
+    calculator says vLLM starts)."""
     gpus = int(w.num_gpus)
     if mem is not None and mem["_gpu"]:
         from inferopt.planning import memory as M
@@ -89,7 +96,7 @@ def _tp_size(w: Workload, facts: dict, thresholds: dict, mem: dict | None = None
         return max(2, min(gpus, 2))
     per_gpu = facts["gpu_memory_gib"] * thresholds["usable_memory_frac"]
     tp = 2
-    while tp < gpus and w.model_weights_gib / tp > per_gpu * 0.8:
+    while tp < gpus and w.model_weights_gib / tp > per_gpu * WEIGHTS_SHARE:
         tp *= 2
     return min(tp, gpus)
 
