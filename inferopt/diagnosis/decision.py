@@ -154,6 +154,7 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None, 
             nxt = _changes.model_step(changes[0], model["predicted"], branch_id, branch["title"],
                                       model.get("checks")) + _not_checked_text(not_checked)
     elif model.get("ran") and not model.get("explains"):   # the model cannot reproduce it: measure, with the gap
+        flags, flags_remove = [], []                       # no flag change until the step is profiled
         nxt = (model["summary"][0].upper() + model["summary"][1:] + f". The decision tree's branch {branch_id} "
                f"({branch['title']}) is where to look once the step is profiled." + _not_checked_text(not_checked))
     return Diagnosis(branch_id, branch["title"], worst, failing, branches_failing, walk.path, walk.matched,
