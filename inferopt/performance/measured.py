@@ -19,10 +19,12 @@ less work than stated (prefix-cache reuse of a finite prompt pool, an FP8 KV cac
 the sample does not say), so no step-time model can reproduce it, and a per-step cost would only add time;
 and ``kv_full``, a run where the model's KV cache fills (preemption, requests waiting for blocks): the
 closed loop's queue then sets TTFT and the model's recompute preemption over-predicts it several-fold.
-:func:`summary` reports every part over all rows and over the ``steady`` rows alone. The compute efficiency stays the profile's stated
-0.6: these rows cannot tell it from 0.5 (held-out TTFT median error 20.1 % at 0.5, 22.1 % at 0.6; TPOT
-11.3 % and 13.4 %; on the fit rows TTFT 14.4 % and 15.5 %, TPOT 4.0 % and 3.3 %). ``python -m inferopt.performance.measured [--fit] [--lockstep]`` prints the table (with
-``--fit`` the grid search first; with ``--lockstep`` the mechanism before the fix);
+:func:`summary` reports every part over all rows and over the ``steady`` rows alone.
+
+The compute efficiency stays the profile's stated 0.6: these rows cannot tell it from 0.5 (held-out TTFT median
+error 20.1 % at 0.5, 22.1 % at 0.6; TPOT 11.3 % and 13.4 %; on the fit rows TTFT 14.4 % and 15.5 %, TPOT 4.0 %
+and 3.3 %). ``python -m inferopt.performance.measured [--fit] [--lockstep]`` prints the table (with ``--fit``
+the grid search first; with ``--lockstep`` the mechanism before the fix);
 tests/test_performance_measured.py recomputes the errors.
 """
 from __future__ import annotations
