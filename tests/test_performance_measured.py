@@ -97,3 +97,11 @@ def test_kv_full_rows_are_flagged(errs):
     # vLLM admits no waiting request in a step that preempted one; before the simulator followed that rule the
     # KV-full rows thrashed (1,496 preemptions in one run) and their TPOT median error was 45 %, now 25 %
     assert s["kv_full"]["tpot_median"] < 0.35
+
+
+def test_the_steady_held_out_rows_meet_blis_published_figures(errs):
+    """BLIS (inference-sim) reports a median inter-token error of 7 % and a mean TTFT error of 18 % on held-out
+    runs; on the held-out 70B rows the model reproduces (steady regime) the model is within both. The 8B rows are
+    not: most of them did less work than stated (over_roof), see measured_runs_h200.md."""
+    s = M.summary(errs)["held_out_steady:Llama-3.1-70B"]
+    assert s["tpot_median"] < 0.07 and s["ttft_mean"] < 0.18
