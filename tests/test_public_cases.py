@@ -20,7 +20,8 @@ _MODEL = {c["id"]: c for c in yaml.safe_load((Path(__file__).parent / "data" / "
 for _c in DATA:
     if "input_from" in _c:
         _c["input"] = _MODEL[_c["input_from"]]["input"]
-        _c["source"] = _MODEL[_c["input_from"]]["source"] + " (tests/data/public_cases_model.yaml " + _c["input_from"] + ")"
+        _c["source"] = ((_c["source"] + "; ") if "source" in _c else "") + _MODEL[_c["input_from"]]["source"] + (
+            " (tests/data/public_cases_model.yaml " + _c["input_from"] + ")")
 KINDS = {"hardware", "cost", "start", "topology", "inputs", "plan", "sample", "saturation", "model"}
 
 
@@ -126,6 +127,9 @@ def check(case, ans, err) -> list[str]:
             bad.append(f"{tid} not skipped citing {text}")
     if "next_has" in e and e["next_has"] not in ans.next_step:
         bad.append(f"next step lacks {e['next_has']!r}")
+    bad += [f"next step lacks {t!r}" for t in e.get("next_has_all", []) if t not in ans.next_step]
+    if e.get("no_flags") and (ans.flags or ans.flags_remove):
+        bad.append(f"flags offered before the step is profiled: {ans.flags + ans.flags_remove}")
     if "next_lacks" in e and e["next_lacks"] in ans.next_step:
         bad.append(f"next step says {e['next_lacks']!r}")
     if "saturated" in e and (ans.saturation or {}).get("saturated") != e["saturated"]:
@@ -217,6 +221,11 @@ def test_the_checker_rejects_wrong_answers():
         ("model-eager-left-on", {"first_id": "speculative_decoding"}),   # the tree's answer before the model's joined
         ("model-tp8-for-a-gpu-sized-model", {"no_changes": True}),
         ("model-seq-cap-binds", {"no_changes": True}),
+        # before: the unexplained run got the tree's spec-decode flags and no gap; the ranked change named no
+        # branch, limit or fit
+        ("model-unexplained-measure-with-the-gap", {"first_flags": ["--speculative-config"]}),
+        ("model-unexplained-measure-with-the-gap", {"next_has": "Apply"}),
+        ("model-change-names-branch-limit-and-fit", {"next_lacks": "Decision tree branch"}),
     ]
     for cid, exp in wrong:
         case = {**by_id[cid], "expect": exp}

@@ -151,7 +151,15 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None, 
         changes = _changes.with_model(changes, model["candidates"])
         if changes[0]["kind"] == "model":
             flags, flags_remove = list(changes[0]["flags_add"]), list(changes[0]["flags_remove"])
-            nxt = _changes.model_step(changes[0], model["predicted"]) + _not_checked_text(not_checked)
+            nxt = _changes.model_step(changes[0], model["predicted"], branch_id, branch["title"],
+                                      model.get("checks")) + _not_checked_text(not_checked)
+    elif model.get("ran") and not model.get("explains"):   # the model cannot reproduce it: measure, with the gap
+        flags, flags_remove = [], []                       # no flag change until the step is profiled
+        nxt = (model["summary"][0].upper() + model["summary"][1:] + f". The decision tree's branch {branch_id} "
+               f"({branch['title']}) is where to look once the step is profiled." + _not_checked_text(not_checked))
+    # VLLM-ORACLE CALL SITE (issue 50; inferopt/vllm_oracle/ is another helper's scope): the one place where the
+    # emitted command (`flags` / `flags_remove` on the deployment `dep`) is final; check it with vLLM's config
+    # classes here, before the Diagnosis is built, and show a refusal first.
     return Diagnosis(branch_id, branch["title"], worst, failing, branches_failing, walk.path, walk.matched,
                      [r["id"] for r in walk.recs], walk.recs, walk.actions, walk.already, walk.skipped, conflicts,
                      flags, flags_remove, nxt, sorted(on_list), changes, not_checked, walk.undecided,

@@ -244,7 +244,8 @@ def predict(model, gpu: str, *, input_tokens: int, output_tokens: int, concurren
                            gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
                            kv_cache_memory_bytes=kv_cache_memory_bytes, max_num_batched_tokens=budget,
                            max_num_seqs=seqs, enforce_eager=enforce_eager)
-    engine = Engine(spec, roof, prof, tp=tp, pp=pp, weights=fmt, kv_dtype_bytes=kvb, enforce_eager=enforce_eager)
+    engine = Engine(spec, roof, prof, tp=tp, pp=pp, weights=fmt, kv_dtype_bytes=kvb, enforce_eager=enforce_eager,
+                    scheduler_steps=num_scheduler_steps)
     cfg = SchedulerConfig(seqs, budget, int(mem.kv_cache_tokens), mem.block_size, enable_chunked_prefill,
                           float(prefix_hit_fraction), int(api_server_count))
     per_conc = None if concurrency is None else max(1, math.ceil(concurrency / replicas))
