@@ -264,7 +264,7 @@ def test_a_measured_figure_in_an_asset_comment_is_the_stored_one():
     assert comment_figure_problems(old)
 
 
-LEVEL = re.compile(r"TPOT stays level|stays level while|nearly free until the ridge")
+LEVEL = re.compile(r"TPOT stays level|stays\s+level\s+while|nearly\s+free\s+until\s+the\s+ridge")
 
 
 def test_no_text_says_batching_leaves_tpot_level():
