@@ -233,7 +233,8 @@ class RuntimeMemory:
                  f"; unverified at TP {self.tp}: vLLM 0.19.0 logs measured {NON_TORCH_TP_LOGGED_GIB[0]}-"
                  f"{NON_TORCH_TP_LOGGED_GIB[1]} GiB at TP 2 and 4, the likely size here" if self.tp > 1 else "")),
             ("CUDA-graph estimate", self.cuda_graph_gib,
-             "estimated; subtracted from vLLM 0.21 on" if self.accounting == "v1-cudagraph"
+             f"estimated; subtracted from vLLM 0.21 on (public logs {CUDA_GRAPH_LOGGED_GIB[0]}-{CUDA_GRAPH_LOGGED_GIB[1]} GiB)"
+             if self.accounting == "v1-cudagraph"
              else f"0: not subtracted before vLLM 0.21 ({self.vllm_version})"),
         ]
 
