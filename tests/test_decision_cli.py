@@ -55,7 +55,7 @@ def test_input_file_and_options_override_it(tmp_path, capsys):
     assert d["techniques"] == ["speculative_decoding"]
     assert [c["id"] for c in d["conflicts"]] == ["spec_quant", "paged_kv_spec"]
     assert json.loads(d["flags"][1]) == {"model": "tiny-draft", "num_speculative_tokens": 4}
-    d = json.loads(run(["--input", str(f), "--concurrency", "64", "--gpu-util", "0.2", "--json"], capsys)[1])
+    d = json.loads(run(["--input", str(f), "--concurrency", "64", "--queue-len", "20", "--json"], capsys)[1])
     assert d["techniques"] == ["continuous_batching"]
 
 
@@ -272,7 +272,7 @@ def test_our_json_lines_carry_their_requests_and_bounds(tmp_path, capsys):
 
 
 # ----------------------------------------------------------------- saturation named as saturation (issue 50)
-SAT_ARGS = ["--throughput-tok-s", "900", "--gpu-util", "0.4", "--slo-throughput-tok-s", "2000", "--concurrency", "64",
+SAT_ARGS = ["--throughput-tok-s", "900", "--gpu-util", "0.4", "--queue-len", "30", "--slo-throughput-tok-s", "2000", "--concurrency", "64",
             "--num-gpus", "8", "--gpu-type", "H100", "--target-rps", "20", "--json"]
 
 

@@ -136,7 +136,8 @@ def format_text(d: Diagnosis) -> str:
     for s in d.skipped:
         lines.append(f"  skipped {s['id']}: {s['reason']}")
     for c in d.conflicts:
-        lines.append(f"  conflict [{c['severity']}] {c['title']}: {c['advice']} (avoid with: {' '.join(c['avoid_flags'])})")
+        avoid = f" (avoid with: {' '.join(c['avoid_flags'])})" if c["avoid_flags"] else ""   # 3.4: none in vLLM 0.32
+        lines.append(f"  conflict [{c['severity']}] {c['title']}: {c['advice']}{avoid}")
     for x in d.not_checked:
         lines.append(f"  not checked: {x['metric']} ({x['why']})")
     for x in d.warnings:
