@@ -121,6 +121,7 @@ def check(case, ans, err) -> list[str]:
     conf = [c["id"] for c in ans.conflicts]
     bad += [f"pitfall {c} fires" for c in e.get("conflicts_lacks", []) if c in conf]
     bad += [f"pitfall {c} missing" for c in e.get("conflicts_has", []) if c not in conf]
+    bad += [f"no warning says {w!r}" for w in e.get("warnings_has", []) if not any(w in x for x in ans.warnings)]
     for tid, text in e.get("skipped_cites", {}).items():
         s = next((s for s in ans.skipped if s["id"] == tid), None)
         if s is None or text not in s["reason"]:
@@ -203,6 +204,8 @@ def test_the_checker_rejects_wrong_answers():
         ("p99-below-p95", {"error": "no such error"}),
         ("no-slo-set-one", {"next_has": "All SLOs are met"}),
         ("t4-int4-small-batch-has-marlin", {"conflicts_has": ["int4_no_marlin_large_batch"]}),
+        ("t4-int4-small-batch-has-marlin", {"warnings_has": ["does not load it on a T4"]}),
+        ("v100-int4-batch-16-no-marlin", {"conflicts_has": ["int4_no_marlin_large_batch"]}),   # the old answer
         ("start-remedy-order", {"change_order": ["start_tp", "start_kv_dtype", "start_max_model_len"]}),
         ("plan-writes-max-model-len", {"command_has": ["--pipeline-parallel-size"]}),
     ]

@@ -114,7 +114,7 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None, 
     mem = _memory_view(dep, w) if dep is not None else None
     mem_out = None if mem is None else {k: v for k, v in mem.items() if not k.startswith("_")}
     facts = _facts(b, w, thresholds, on, mem, dep)
-    warnings = []
+    warnings = _refused_on_this_gpu(on_list, w, dep, techs)
     failing, not_checked = _metric_checks(b, s, thresholds["tail_ratio"])
     failing_from_memory(b, mem, facts, failing, warnings)
     short = _saturation.failing_goodput(sat, w)
@@ -164,6 +164,26 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None, 
                      [r["id"] for r in walk.recs], walk.recs, walk.actions, walk.already, walk.skipped, conflicts,
                      flags, flags_remove, nxt, sorted(on_list), changes, not_checked, walk.undecided,
                      signals_of(facts), mem_out, warnings, model=model, sample=sample, saturation=sat)
+
+
+def _refused_on_this_gpu(on_list, w, dep, techs) -> list[str]:
+    """A technique said to be in force that vLLM 0.32 does not load on the named GPU (its hardware need's rule of
+    assets/hardware_rules.yaml fails there): one line each, so a pitfall about how it runs is not the answer."""
+    from inferopt.planning import hardware
+
+    gname = w.gpu_type or (dep.gpu if dep is not None and dep.gpu and not dep.on_cpu else None)
+    gpu = knowledge.gpu_info(gname) if gname else None
+    cc = gpu["compute_capability"] if gpu else None
+    if not cc:
+        return []
+    needs = knowledge.load("techniques")["hardware_needs"]
+    out = []
+    for tid in on_list:
+        need = needs.get(techs[tid].hardware) if tid in techs else None
+        if need and need.get("rule") and not hardware.supports(cc, need["rule"]):
+            out.append(f"{techs[tid].name} is listed as in force, but vLLM 0.32 does not load it on a {gname} "
+                       f"(compute capability {cc:.1f}; it needs {need['text']}): take it off, or use a GPU that has it")
+    return out
 
 
 def conflicts_for(techniques_on, workload=None) -> list:
