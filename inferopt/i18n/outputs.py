@@ -64,12 +64,15 @@ def translate_line(line: str) -> str:
     indent = line[: len(line) - len(body)]
     trail = body[len(body.rstrip()):]
     body = body.rstrip()
+    whole = _whole(body)
+    if whole is not None:                                                          # the line is an entry
+        return indent + whole + trail
     if body.startswith("|") and body.endswith("|") and body.count("|") >= 3:      # a markdown table row
         cells = body[1:-1].split("|")
         return indent + "|" + "|".join(_cell(c) for c in cells) + "|" + trail
     if "<" in body and ">" in body:                                                # an HTML fragment
         return indent + _HTML_TEXT.sub(lambda m: ">" + _cell(m.group(1)) + "<", body) + trail
-    return indent + _whole(body, prose) + trail
+    return indent + prose(body) + trail
 
 
 def _cell(text: str) -> str:
@@ -80,12 +83,16 @@ def _cell(text: str) -> str:
         return text
     left = text[: len(text) - len(text.lstrip())]
     right = text[len(text.rstrip()):]
-    return left + _whole(core, prose) + right
+    whole = _whole(core)
+    return left + (prose(core) if whole is None else whole) + right
 
 
-def _whole(body: str, prose) -> str:
-    """A whole-line template or entry of the runtime catalog first (so that an asset phrase inside the line never
-    spoils the template's match), then the asset phrases and fragment templates."""
+def _whole(body: str) -> str | None:
+    """The runtime catalog's entry or whole-line template for ``body`` (its values carried over), else None.
+    Tried before the asset phrases and fragment templates, so that a phrase inside the line never spoils the
+    template's match."""
+    from inferopt.i18n.prose import prose
+
     lang = _language()
     table = i18n.catalog(lang)
     if body in table:
@@ -94,7 +101,7 @@ def _whole(body: str, prose) -> str:
         m = whole.fullmatch(body)
         if m and all(i18n._balanced(v) for v in m.groupdict().values()):
             return msgstr.format(**{k: prose(v) for k, v in m.groupdict().items()})
-    return prose(body)
+    return None
 
 
 def translate_text(text: str) -> str:
