@@ -24,6 +24,7 @@ into the Chinese template), else the asset phrases and fragment templates inside
 from __future__ import annotations
 
 import copy
+import html
 import io
 import json
 import re
@@ -40,6 +41,8 @@ _LIBRARY = re.compile(
     r"^\s*(?:\([\w.-]+ pid=\d+\)\s*)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d"
     r"|^\s*\[(?:transformers|torch|vllm|huggingface_hub|tokenizers)\]"
     r"|^Traceback \(most recent call last\)|^\s+File \"[^\"]+\", line \d+|^\w*(?:Error|Exception|Warning): ")
+_PROMQL = re.compile(r"[\w:]+\{[^{}]*=[^{}]*\}|\b(?:histogram_quantile|increase|rate|changes|sum by|sum)\s*\(")
+_ALIGN = re.compile(r"(?<=\S) {2,}(?=\S)")
 _HTML_TEXT = re.compile(r">([^<>]+)<")
 _FIGURE_TEXT_KEYS = {"text", "name", "title", "hovertemplate", "texttemplate", "ticktext", "labels"}
 _SKIP_KEYS = {"template", "x", "y", "z", "customdata", "ids", "parents", "values", "meta", "font", "marker", "line"}
@@ -71,7 +74,7 @@ def translate_line(line: str) -> str:
         cells = body[1:-1].split("|")
         return indent + "|" + "|".join(_cell(c) for c in cells) + "|" + trail
     if "<" in body and ">" in body:                                                # an HTML fragment
-        return indent + _HTML_TEXT.sub(lambda m: ">" + _cell(m.group(1)) + "<", body) + trail
+        return indent + _HTML_TEXT.sub(lambda m: ">" + _cell(html.unescape(m.group(1))) + "<", body) + trail
     return indent + prose(body) + trail
 
 
@@ -95,12 +98,14 @@ def _whole(body: str) -> str | None:
 
     lang = _language()
     table = i18n.catalog(lang)
-    if body in table:
-        return table[body]
-    for whole, _frag, msgstr in i18n._templates(lang):
-        m = whole.fullmatch(body)
-        if m and all(i18n._balanced(v) for v in m.groupdict().values()):
-            return msgstr.format(**{k: prose(v) for k, v in m.groupdict().items()})
+    # a column-aligned line as printed, then with its alignment runs of spaces as one (its entry is written so)
+    for text in dict.fromkeys((body, _ALIGN.sub(" ", body))):
+        if text in table:
+            return table[text]
+        for whole, _frag, msgstr in i18n._templates(lang):
+            m = whole.fullmatch(text)
+            if m and all(i18n._balanced(v) for v in m.groupdict().values()):
+                return msgstr.format(**{k: prose(v) for k, v in m.groupdict().items()})
     return None
 
 
@@ -190,9 +195,17 @@ def output_texts(nb: dict):
                         yield f"cell {i} output {j} {kind} line {k}", line
 
 
+def _code_removed(line: str) -> str:
+    """A line with its PromQL taken out (a table cell or the rest of a line that holds a metric selector such as
+    ``vllm:num_requests_waiting{job="vllm"}`` or a ``histogram_quantile(``/``sum by (``/``increase(`` call): code
+    both editions print as it is, like inline code in prose."""
+    parts = line.split("|")
+    return "|".join(" " if _PROMQL.search(p) else p for p in parts)
+
+
 def english_left(nb: dict) -> list[tuple[str, str]]:
     """(place, English run) of every English sentence left in a stored notebook's outputs and figures."""
-    return [(place, run) for place, line in output_texts(nb) for run in english_runs(line)]
+    return [(place, run) for place, line in output_texts(nb) for run in english_runs(_code_removed(line))]
 
 
 def count(paths) -> dict[str, dict[str, int]]:
