@@ -105,7 +105,7 @@ def _whole(body: str) -> str | None:
         for whole, _frag, msgstr in i18n._templates(lang):
             m = whole.fullmatch(text)
             if m and all(i18n._balanced(v) for v in m.groupdict().values()):
-                return msgstr.format(**{k: prose(v) for k, v in m.groupdict().items()})
+                return i18n.fill_template(msgstr, {k: prose(v) for k, v in m.groupdict().items()})
     return None
 
 
