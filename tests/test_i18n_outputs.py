@@ -9,9 +9,10 @@ URLs, numbers with units and the terms both editions write in English are taken 
 output and line. The stated exception: lines vLLM or a library it loads prints itself (its logger's
 ``LEVEL MM-DD hh:mm:ss`` lines, a ``[transformers]`` warning, a Python traceback: ``outputs.is_library_line``).
 
-``tests/i18n_output_leftovers.json`` lists, per notebook, the English sentences not yet translated when this test
-was written (a debt that only shrinks): a sentence not listed fails, and so does a listed one that no longer shows
-(take it out). ``INFEROPT_LEFTOVERS_WRITE=1 pytest tests/test_i18n_outputs.py`` rewrites the list.
+Stated as code (printed as it is by both editions, like inline code in prose): HTML ``<code>``, PromQL (a table cell or
+line holding a metric selector or a ``histogram_quantile(``/``sum by (``/``increase(`` call), a shell command line
+(``$ ...``, ``vllm ...``, ``hf ...``; its ``# comment`` is read), a JSON member line, and a Python object's repr
+stored for a widget (``TechniqueTable(symptom=...)``).
 
 The detector is shown to reject an untranslated answer box, and the translation to carry a new run's values into
 the Chinese template (what a learner re-running the cell in a Chinese kernel gets: the same lookup).
@@ -26,17 +27,12 @@ import pytest
 
 from inferopt.i18n import build, outputs
 
-DEBT = Path(__file__).with_name("i18n_output_leftovers.json")
 ZH = [build.zh_target(nb) for nb in build.sources()]
 
 
 @pytest.fixture
 def zh(monkeypatch):
     monkeypatch.setenv("INFEROPT_EDITION", "zh")
-
-
-def _debt() -> dict:
-    return json.loads(DEBT.read_text(encoding="utf-8")) if DEBT.exists() else {}
 
 
 def _nb(*outs) -> dict:
@@ -51,23 +47,32 @@ def _stream(text: str) -> dict:
     return {"output_type": "stream", "name": "stdout", "text": text}
 
 
+def _english_in(path: Path) -> list[str]:
+    name = str(path.relative_to(path.parents[2]))
+    return [f"{name} {place}: {run!r}" for place, run in outputs.english_left(json.loads(path.read_text("utf-8")))]
+
+
 @pytest.mark.parametrize("path", ZH, ids=lambda p: p.stem)
 def test_no_english_sentence_in_stored_outputs(path):
-    name = str(path.relative_to(path.parents[2]))
-    left = outputs.english_left(json.loads(path.read_text(encoding="utf-8")))
-    found = sorted({run for _place, run in left})
-    if os.environ.get("INFEROPT_LEFTOVERS_WRITE"):
-        debt = _debt()
-        debt[name] = found
-        DEBT.write_text(json.dumps({k: v for k, v in sorted(debt.items()) if v}, ensure_ascii=False, indent=1)
-                        + "\n", encoding="utf-8")
-    known = set(_debt().get(name, []))
-    bad = [f"{name} {place}: {run!r}" for place, run in left if run not in known]
+    bad = _english_in(path)
     assert not bad, (f"{len(bad)} English sentence(s) in the Chinese edition's stored outputs; add a Chinese "
                      "template for the line to locale/zh_CN/LC_MESSAGES/inferopt.po, then python -m inferopt.i18n "
                      "build:\n" + "\n".join(bad))
-    gone = sorted(known - set(found))
-    assert not gone, f"translated now, take out of {DEBT.name} [{name}]: {gone}"
+
+
+def test_the_check_rejects_an_english_output_put_back_into_a_zh_notebook(tmp_path):
+    """A stored zh notebook with one answer box put back to the English run's text fails, at that place."""
+    english = json.loads((build.CHAPTERS / "06b-scale-out.ipynb").read_text("utf-8"))
+    zh = json.loads(build.zh_target(build.CHAPTERS / "06b-scale-out.ipynb").read_text("utf-8"))
+    i = next(i for i, c in enumerate(english["cells"]) if c["cell_type"] == "code"
+             and "Answer: what the crash cost" in json.dumps(c.get("outputs", [])))
+    zh["cells"][i]["outputs"] = english["cells"][i]["outputs"]
+    target = tmp_path / "zh" / "chapters" / "06b-scale-out.ipynb"
+    target.parent.mkdir(parents=True)
+    target.write_text(json.dumps(zh), encoding="utf-8")
+    bad = _english_in(target)
+    assert bad and all(f"cell {i} output" in b for b in bad), bad
+    assert any("The router cannot retry a response it has started to forward" in b for b in bad), bad
 
 
 def test_an_untranslated_answer_box_is_reported_with_its_place():

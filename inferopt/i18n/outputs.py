@@ -42,8 +42,14 @@ _LIBRARY = re.compile(
     r"|^\s*\[(?:transformers|torch|vllm|huggingface_hub|tokenizers)\]"
     r"|^Traceback \(most recent call last\)|^\s+File \"[^\"]+\", line \d+|^\w*(?:Error|Exception|Warning): ")
 _PROMQL = re.compile(r"[\w:]+\{[^{}]*=[^{}]*\}|\b(?:histogram_quantile|increase|rate|changes|sum by|sum)\s*\(")
+_HTML_CODE = re.compile(r"<code[^>]*>.*?</code>", re.S)
+_JSON_MEMBER = re.compile(r'^\s*"[\w-]+": ')
+_COMMAND = re.compile(r"^\s*(?:\$ |(?:CUDA_VISIBLE_DEVICES=\S+ )?(?:vllm|hf|huggingface-cli|kubectl|helm|promtool|make|"
+                      r"pip|python|docker) )")
+# a Python object's repr, what Jupyter stores for a widget whose state is not saved: TechniqueTable(symptom=...)
+_REPR = re.compile(r"^\w+\(\w+=.*[)…]$", re.S)
 _ALIGN = re.compile(r"(?<=\S) {2,}(?=\S)")
-_HTML_TEXT = re.compile(r">([^<>]+)<")
+_TAG = re.compile(r"(<[^<>]*>)")
 _FIGURE_TEXT_KEYS = {"text", "name", "title", "hovertemplate", "texttemplate", "ticktext", "labels"}
 _SKIP_KEYS = {"template", "x", "y", "z", "customdata", "ids", "parents", "values", "meta", "font", "marker", "line"}
 
@@ -74,8 +80,34 @@ def translate_line(line: str) -> str:
         cells = body[1:-1].split("|")
         return indent + "|" + "|".join(_cell(c) for c in cells) + "|" + trail
     if "<" in body and ">" in body:                                                # an HTML fragment
-        return indent + _HTML_TEXT.sub(lambda m: ">" + _cell(html.unescape(m.group(1))) + "<", body) + trail
+        parts = _TAG.split(body)                                                   # text, tag, text, ...
+        return indent + "".join(p if i % 2 else _cell(html.unescape(p)) for i, p in enumerate(parts)) + trail
+    if body.endswith("…"):                                                          # a text cut to fit a figure
+        cut = _cut(body)
+        if cut is not None:
+            return indent + cut + trail
     return indent + prose(body) + trail
+
+
+def _cut(body: str) -> str | None:
+    """A catalog text cut with an ellipsis to fit a figure (``The KV cache takes most of the memory (long…``): the
+    one entry it begins, translated and cut to the same terminal width; None if no single entry begins so."""
+    from inferopt.i18n.prose import catalog as asset_catalog
+
+    lang = _language()
+    head = body[:-1]
+    found = {zh for table in (asset_catalog(lang), i18n.catalog(lang)) for en, zh in table.items()
+             if en.startswith(head) and len(en) > len(head)}
+    if len(found) != 1:
+        return None
+    zh, width, out = found.pop(), i18n.columns(body), ""
+    if i18n.columns(zh) <= width:
+        return zh
+    for ch in zh:
+        if i18n.columns(out + ch) + 1 > width:
+            break
+        out += ch
+    return out + "…"
 
 
 def _cell(text: str) -> str:
@@ -87,6 +119,8 @@ def _cell(text: str) -> str:
     left = text[: len(text) - len(text.lstrip())]
     right = text[len(text.rstrip()):]
     whole = _whole(core)
+    if whole is None and core.endswith("…"):
+        whole = _cut(core)
     return left + (prose(core) if whole is None else whole) + right
 
 
@@ -184,8 +218,9 @@ def output_texts(nb: dict):
             for mime in ("text/markdown", "text/html"):
                 if mime in data:
                     texts.append((mime, _joined(data[mime])))
-            if "text/plain" in data and not ({"text/markdown", "text/html", PLOTLY_MIME} & set(data)):
-                texts.append(("text/plain", _joined(data["text/plain"])))
+            plain = _joined(data.get("text/plain", ""))
+            if plain and not ({"text/markdown", "text/html", PLOTLY_MIME} & set(data)) and not _REPR.match(plain):
+                texts.append(("text/plain", plain))
             if PLOTLY_MIME in data:
                 for container, key in _figure_strings(data[PLOTLY_MIME]):
                     texts.append(("figure", re.sub(r"%\{[^}]*\}", " ", container[key])))
@@ -196,9 +231,16 @@ def output_texts(nb: dict):
 
 
 def _code_removed(line: str) -> str:
-    """A line with its PromQL taken out (a table cell or the rest of a line that holds a metric selector such as
-    ``vllm:num_requests_waiting{job="vllm"}`` or a ``histogram_quantile(``/``sum by (``/``increase(`` call): code
-    both editions print as it is, like inline code in prose."""
+    """A line with the code both editions print as it is taken out, like inline code in prose: HTML ``<code>``;
+    a table cell (or line) holding PromQL (a metric selector such as ``vllm:num_requests_waiting{job="vllm"}``,
+    a ``histogram_quantile(``/``sum by (``/``increase(`` call); a shell command line (``$ promtool ...``,
+    ``vllm serve ...``; a ``# comment`` after it is read); a JSON member (``"verdict": "..."``)."""
+    line = _HTML_CODE.sub(" ", line)
+    if _JSON_MEMBER.match(line):
+        return ""
+    command = _COMMAND.match(line)
+    if command:
+        return line[command.end():].partition(" # ")[2]
     parts = line.split("|")
     return "|".join(" " if _PROMQL.search(p) else p for p in parts)
 
