@@ -19,6 +19,7 @@ the Chinese template (what a learner re-running the cell in a Chinese kernel get
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 from pathlib import Path
@@ -156,3 +157,13 @@ def test_a_chinese_kernel_prints_displays_and_draws_through_the_templates(zh):
         sys.stdout = before
         shell.events.unregister("post_execute", shell.events.callbacks["post_execute"][-1])
         InteractiveShell.clear_instance()
+
+
+def test_outputs_todo_lists_the_lines_without_a_template_as_numbered_templates(monkeypatch):
+    english = _nb(_stream("engine ready after 25 s at http://127.0.0.1:8000\n"
+                          "the queue grew because 3 requests waited 1,250 ms for the slowest one\n"))
+    chinese = copy.deepcopy(english)
+    monkeypatch.setenv("INFEROPT_EDITION", "zh")
+    outputs.translate_outputs(chinese["cells"][0])
+    assert outputs.missing_templates(english, chinese) == {
+        "the queue grew because {v1} requests waited {v2} ms for the slowest one": "cell 0 output 0 stream line 1"}

@@ -10,6 +10,8 @@
                    old English kept as ``#| msgid``; new units: empty; removed units: obsolete)
   assets-update    merge locale/zh_CN/LC_MESSAGES/assets.po with the learner-visible prose of assets/ (inferopt.i18n.prose)
   assets-check     every learner-visible asset string has a Chinese translation that keeps its numbers, flags, code
+  outputs-todo [NB ...]   the printed lines still English in the zh notebooks, as catalog templates to translate
+                   (numbers as {vN}); add each with its Chinese to locale/zh_CN/LC_MESSAGES/inferopt.po, then build
   outputs-count [NB ...]  the English sentences (4+ English words in a row) and their words a learner meets in
                    the stored outputs and figures of the zh notebooks (vLLM's own log lines excepted), per notebook
 """
@@ -61,6 +63,7 @@ def main(argv=None) -> int:
     sub.add_parser("assets-update")
     sub.add_parser("assets-check")
     sub.add_parser("outputs-count").add_argument("notebooks", nargs="*")
+    sub.add_parser("outputs-todo").add_argument("notebooks", nargs="*")
     a = ap.parse_args(argv)
     try:
         if a.cmd == "build":
@@ -101,6 +104,20 @@ def main(argv=None) -> int:
                       f"{c['words']} word(s)")
             print(f"total: {sum(c['runs'] for c in counts.values())} English sentence(s), "
                   f"{sum(c['words'] for c in counts.values())} word(s) in the stored outputs and figures")
+            return 0
+        if a.cmd == "outputs-todo":
+            import json
+
+            from inferopt.i18n import outputs
+
+            n = 0
+            for nb in [b.source_of(x) for x in a.notebooks] or b.sources():
+                todo = outputs.missing_templates(json.loads(nb.read_text(encoding="utf-8")),
+                                                 json.loads(b.zh_target(nb).read_text(encoding="utf-8")))
+                for template, place in todo.items():
+                    print(f"{b.domain(nb)} {place}\n  msgid {json.dumps(template, ensure_ascii=False)}")
+                n += len(todo)
+            print(f"{n} line(s) need a Chinese template")
             return 0
         if a.cmd == "diff":
             print(b.diff_text(b.source_of(a.notebook)))

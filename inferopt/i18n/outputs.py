@@ -259,6 +259,28 @@ def count(paths) -> dict[str, dict[str, int]]:
     return out
 
 
+_NUMBER = re.compile(r"(?<![A-Za-z_\d.])x?\d+(?:,\d{3})*(?:\.\d+)?")
+
+
+def _numbered(text: str) -> str:
+    """``text`` with its n-th number as ``{vn}``."""
+    count = iter(range(1, 10_000))
+    return _NUMBER.sub(lambda _m: f"{{v{next(count)}}}", text)
+
+
+def missing_templates(english: dict, chinese: dict) -> dict[str, str]:
+    """{English template: its first place} for every line of ``english`` (an English notebook) whose form in
+    ``chinese`` (its built zh notebook) still holds an English sentence: the line with its alignment spaces as one
+    and each number a ``{vN}`` placeholder, ready to be a catalog entry (write its Chinese with the same names)."""
+    zh = dict(output_texts(chinese))
+    out: dict[str, str] = {}
+    for place, line in output_texts(english):
+        if place in zh and english_runs(_code_removed(zh[place])):
+            body = line if " figure " in place else _ALIGN.sub(" ", line.strip())
+            out.setdefault(_numbered(body), place)
+    return out
+
+
 # ------------------------------------------------------------------ a learner's kernel in the Chinese edition
 class LocalizingStream(io.TextIOBase):
     """``sys.stdout`` of a Chinese kernel: complete lines pass through ``translate_text`` (a line without its newline
