@@ -100,7 +100,9 @@ def main(argv=None) -> int:
             paths = a.notebooks or [b.zh_target(nb) for nb in b.sources()]
             counts = outputs.count(paths)
             for p, c in counts.items():
-                print(f"{Path(p).resolve().relative_to(REPO_ROOT)}: {c['runs']} English sentence(s), "
+                shown = Path(p).resolve()
+                shown = shown.relative_to(REPO_ROOT) if shown.is_relative_to(REPO_ROOT) else shown
+                print(f"{shown}: {c['runs']} English sentence(s), "
                       f"{c['words']} word(s)")
             print(f"total: {sum(c['runs'] for c in counts.values())} English sentence(s), "
                   f"{sum(c['words'] for c in counts.values())} word(s) in the stored outputs and figures")
