@@ -4,9 +4,9 @@
 (``inferopt.i18n.outputs``): a printed line that matches an entry's English template becomes the Chinese template
 with the same values. This test reads every zh notebook's stored outputs (stream text, markdown, HTML, plain text)
 and figures (titles, axis titles, annotations, legend and trace names, hover templates, labels) and lists every
-English sentence left (``leftover.english_runs``: 4+ English words in a row once code, flags, identifiers, paths,
-URLs, numbers with units and the terms both editions write in English are taken out) with its notebook, cell,
-output and line. The stated exception: lines vLLM or a library it loads prints itself (its logger's
+English sentence left (``leftover.english_runs``: 4+ English words in a row, 2+ in a figure's short labels, once
+code, flags, identifiers, paths, URLs, numbers with units and the terms both editions write in English are taken
+out) with its notebook, cell, output and line. The stated exception: lines vLLM or a library it loads prints itself (its logger's
 ``LEVEL MM-DD hh:mm:ss`` lines, a ``[transformers]`` warning, a Python traceback: ``outputs.is_library_line``).
 
 Stated as code (printed as it is by both editions, like inline code in prose): HTML ``<code>``, PromQL (a table cell or
@@ -112,6 +112,12 @@ def test_a_new_runs_values_fill_the_chinese_template(zh):
     # and the English edition keeps the English
     os.environ["INFEROPT_EDITION"] = "en"
     assert outputs.translate_text(english) == english
+
+
+def test_a_two_word_english_axis_title_is_reported():
+    fig = {"data": [], "layout": {"xaxis": {"title": {"text": "send time (s)"}}, "yaxis": {"title": {"text": "GiB"}}}}
+    out = {"output_type": "display_data", "metadata": {}, "data": {outputs.PLOTLY_MIME: fig}}
+    assert outputs.english_left(_nb(out)) == [("cell 0 output 0 figure line 0", "send time s")]
 
 
 def test_figure_titles_axes_and_hover_text_are_translated(zh):

@@ -17,9 +17,9 @@ into the Chinese template), else the asset phrases and fragment templates inside
 - ``install_kernel_hooks()``: in an IPython kernel of the Chinese edition, ``print`` output (line by line),
   ``display(Markdown(...))``/``display(HTML(...))`` and plotly figures (``figure_precision``'s renderer) pass
   through the same functions; ``import inferopt`` installs them when ``edition()`` is ``zh``.
-- ``english_left(nb)``: every English sentence (``leftover.english_runs``: 4+ English words in a row) left in a
-  stored notebook's outputs and figures, with its place; ``count(paths)``: the English words a learner meets in
-  them (``python -m inferopt.i18n outputs-count``).
+- ``english_left(nb)``: every English sentence (``leftover.english_runs``: 4+ English words in a row; in a
+  figure's titles, axes and labels, 2+) left in a stored notebook's outputs and figures, with its place;
+  ``count(paths)``: the English words a learner meets in them (``python -m inferopt.i18n outputs-count``).
 """
 from __future__ import annotations
 
@@ -31,9 +31,11 @@ import re
 from pathlib import Path
 
 from inferopt import i18n
-from inferopt.i18n.leftover import english_runs
+from inferopt.i18n.leftover import MIN_WORDS, english_runs
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
+# an English sentence: MIN_WORDS English words in a row; in a figure (titles, axes, legends: short labels), two
+FIGURE_WORDS = 2
 # Lines vLLM (or a library it loads) prints itself, kept as printed: its logger's lines ("INFO 12-06 06:00:01
 # [loader.py:42] ...", also prefixed "(EngineCore_DP0 pid=123)"), a library's bracketed warning ("[transformers]
 # ..."), and a Python traceback's lines.
@@ -247,7 +249,8 @@ def _code_removed(line: str) -> str:
 
 def english_left(nb: dict) -> list[tuple[str, str]]:
     """(place, English run) of every English sentence left in a stored notebook's outputs and figures."""
-    return [(place, run) for place, line in output_texts(nb) for run in english_runs(_code_removed(line))]
+    return [(place, run) for place, line in output_texts(nb)
+            for run in english_runs(_code_removed(line), FIGURE_WORDS if " figure " in place else MIN_WORDS)]
 
 
 def count(paths) -> dict[str, dict[str, int]]:
