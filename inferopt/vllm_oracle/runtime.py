@@ -1,0 +1,237 @@
+"""vLLM's rules at run time: every command the course emits or sizes is asked of the installed vLLM.
+
+``plan``, ``memory``, ``predict`` and ``diagnose`` (and the widgets) call :func:`check_command` on the launch
+command they print or size. It never imports vLLM here: the question goes to the oracle's worker process
+(:mod:`inferopt.vllm_oracle.client`, vLLM's own ``EngineArgs.create_engine_config`` on the target GPU), whose
+answers are kept on disk (.cache/vllm_oracle/, keyed by the command, the GPU, the installed vLLM and the model's
+config.json) and in this process (``functools.lru_cache``): the first question of a command costs the worker's
+vLLM import (~20 s), every later one milliseconds.
+
+The answer, a :class:`Verdict`, says either vLLM's refusal in one line ("vLLM 0.32 refuses: SchedulerConfig: ...",
+shown first) or the values vLLM resolved for the flags the command left out (the token budget derived from the
+GPU and the context, the sequence cap capped at the token budget, the dtype ``auto`` picks, ...).
+
+Precision is a flag on some checkpoints and another checkpoint on others (:func:`precision_flags`): FP8 weights
+from a BF16 checkpoint need ``--quantization fp8`` (vLLM quantizes at load time, vllm/model_executor/layers/
+quantization/fp8.py Fp8Config); INT4 AWQ/GPTQ and INT8 W8A8 need a checkpoint made by a quantizer (vLLM reads
+their scales from the checkpoint: ``--quantization awq_marlin`` on a BF16 checkpoint is refused, "VllmConfig: Cannot
+find the config file for awq_marlin").
+
+``INFEROPT_ORACLE=off`` skips the question (the answer says it was skipped; nothing is claimed).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from inferopt.errors import CourseError
+
+ORACLE_ENV = "INFEROPT_ORACLE"
+
+# vLLM's resolved value -> the flag that sets it, and where vLLM takes it from when the flag is left out
+_ARG_UTILS = "vllm/engine/arg_utils.py"
+FLAGS = {
+    "max_model_len": ("--max-model-len", "the model's config.json (ModelConfig: the derived max_model_len)"),
+    "dtype": ("--dtype", "the checkpoint's torch_dtype where the GPU runs it (vllm/config/model.py "
+                         "_resolve_auto_dtype)"),
+    "kv_cache_dtype": ("--kv-cache-dtype", "the model dtype (CacheConfig cache_dtype auto)"),
+    "block_size": ("--block-size", "the platform's default (CacheConfig, check_and_update_config)"),
+    "gpu_memory_utilization": ("--gpu-memory-utilization", "CacheConfig's default"),
+    "max_num_batched_tokens": ("--max-num-batched-tokens", "the default for this GPU (get_batch_defaults), at most "
+                               f"max_num_seqs x max_model_len ({_ARG_UTILS} "
+                               "_set_default_max_num_seqs_and_batched_tokens_args)"),
+    "max_num_seqs": ("--max-num-seqs", "the default for this GPU (get_batch_defaults), capped at the token budget: "
+                     f"min(default, max_num_batched_tokens) ({_ARG_UTILS} "
+                     "_set_default_max_num_seqs_and_batched_tokens_args)"),
+    "enable_chunked_prefill": ("--enable-chunked-prefill", "on by default in vLLM 0.32 (SchedulerConfig)"),
+    "enable_prefix_caching": ("--enable-prefix-caching", "on by default in vLLM 0.32 (CacheConfig)"),
+    "quantization": ("--quantization", "the checkpoint's quantization_config (ModelConfig._verify_quantization)"),
+}
+_ALSO = {"--enable-chunked-prefill": ("--no-enable-chunked-prefill",),
+         "--enable-prefix-caching": ("--no-enable-prefix-caching",),
+         "--tensor-parallel-size": ("-tp",), "--pipeline-parallel-size": ("-pp",)}
+
+
+def _given(argv: tuple, flag: str) -> bool:
+    names = (flag, *_ALSO.get(flag, ()))
+    return any(a in names or a.split("=", 1)[0] in names for a in argv)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """vLLM's answer on one command: ``ok`` True (accepted), False (refused) or None (not asked / no answer)."""
+
+    argv: tuple
+    gpu: str | None
+    ok: bool | None
+    refusal: str | None = None
+    resolved: dict = field(default_factory=dict)
+    note: str | None = None            # why vLLM gave no answer (oracle off, no config.json shipped, ...)
+
+    @property
+    def left_out(self) -> dict:
+        """flag -> (value vLLM resolved, where it comes from) for the flags the command does not set."""
+        out = {}
+        for key, (flag, how) in FLAGS.items():
+            if key in self.resolved and not _given(self.argv, flag):
+                val = self.resolved[key]
+                if key == "quantization" and val is None:
+                    continue           # unquantized: nothing resolved (an aliased checkpoint's config may be its base's)
+                if key == "max_num_seqs" and val == self.resolved.get("max_num_batched_tokens"):
+                    how += "; the cap binds: it equals the token budget"
+                out[flag] = (val, how)
+        return out
+
+    def refusal_line(self) -> str:
+        from inferopt.vllm_oracle.engine_config import VLLM_VERSION
+
+        return f"vLLM {VLLM_VERSION} refuses: {self.refusal}"
+
+    def lines(self) -> list[str]:
+        """What the CLI prints: the refusal in one line, or the values vLLM resolved where a flag was left out."""
+        from inferopt.vllm_oracle.engine_config import VLLM_VERSION
+
+        where = f"on {self.gpu}" if self.gpu else "on the CPU platform"
+        if self.ok is False:
+            return [self.refusal_line()]
+        if self.ok is None:
+            return [f"vLLM {VLLM_VERSION}'s own check not run: {self.note}"]
+        out = [f"vLLM {VLLM_VERSION} accepts this command {where} (EngineArgs.create_engine_config); "
+               "it resolves what the command leaves out:"]
+        for flag, (val, how) in self.left_out.items():
+            out.append(f"  {flag} {_show(val)}: {how}")
+        return out
+
+    def as_dict(self) -> dict:
+        return {"ok": self.ok, "refusal": self.refusal_line() if self.ok is False else None,
+                "gpu": self.gpu, "command": list(self.argv), "resolved": self.resolved,
+                "left_out": {f: v for f, (v, _) in self.left_out.items()}, "note": self.note}
+
+    def require(self) -> Verdict:
+        """Raise vLLM's refusal as the one line (CourseError) the CLI prints; else return self."""
+        if self.ok is False:
+            raise CourseError(self.refusal_line())
+        return self
+
+
+def _show(val) -> str:
+    if isinstance(val, bool):
+        return "on" if val else "off"
+    return "none" if val is None else str(val)
+
+
+def _argv(cmd) -> tuple:
+    import shlex
+
+    return tuple(shlex.split(cmd) if isinstance(cmd, str) else (str(a) for a in cmd))
+
+
+def check_command(argv, checkpoint: str | None = None, gpu: str | None = "H100", count: int | None = None) -> Verdict:
+    """vLLM's verdict on a launch command (``vllm serve MODEL ...``, argv list or shell text) on ``gpu`` (a catalog
+    GPU; None or 'cpu': vLLM's CPU platform). ``checkpoint``: the checkpoint the command is for, when it differs
+    from the model the argv names. ``count``: GPUs on the target (default: 8, or TP x PP when more)."""
+    from inferopt.vllm_oracle.engine_config import split_command
+
+    args = _argv(argv)
+    if checkpoint is not None:
+        flags = split_command(args)[1:]
+        args = ("vllm", "serve", str(checkpoint), *flags)
+    gpu = None if gpu is None or str(gpu).lower() == "cpu" else str(gpu)
+    return _check(args, gpu, count)
+
+
+@lru_cache(maxsize=512)
+def _check(argv: tuple, gpu: str | None, count: int | None) -> Verdict:
+    if os.environ.get(ORACLE_ENV, "").lower() == "off":
+        return Verdict(argv, gpu, None, note=f"skipped ({ORACLE_ENV}=off)")
+    from inferopt.vllm_oracle import client
+    from inferopt.vllm_oracle.engine_config import config_path, split_command
+
+    try:
+        model, *flags = split_command(argv)
+        config_path(model)
+    except CourseError as exc:
+        return Verdict(argv, gpu, None, note=str(exc))
+    if count is None:
+        count = max(8, _int_flag(flags, "--tensor-parallel-size", "-tp") * _int_flag(flags, "--pipeline-parallel-size",
+                                                                                       "-pp"))
+    try:
+        v = client.check_command(list(argv), gpu=gpu, count=count)
+    except CourseError as exc:
+        return Verdict(argv, gpu, None, note=str(exc))
+    if v.get("ok") is None:
+        return Verdict(argv, gpu, None, note=v.get("needs_device") or v.get("error") or "no answer")
+    return Verdict(argv, gpu, bool(v["ok"]), v.get("refusal"), dict(v.get("resolved") or {}))
+
+
+def _int_flag(flags, *names) -> int:
+    for i, a in enumerate(flags):
+        if a in names and i + 1 < len(flags):
+            try:
+                return int(flags[i + 1])
+            except ValueError:
+                return 1
+        if "=" in a and a.split("=", 1)[0] in names:
+            try:
+                return int(a.split("=", 1)[1])
+            except ValueError:
+                return 1
+    return 1
+
+
+# ----------------------------------------------------------------------- precision: a flag or a checkpoint
+_SIXTEEN = ("bf16", "fp16", "fp32")
+_CHECKPOINT_KIND = {
+    "int4": "an INT4 weight-only checkpoint made by AWQ or GPTQ (its config.json's quantization_config: quant_method "
+            "awq or gptq, bits 4; e.g. hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4 for Llama-3.1-8B-Instruct)",
+    "int8": "an INT8 W8A8 checkpoint made by a quantizer (llm-compressor: quantization_config quant_method "
+            "compressed-tensors, e.g. neuralmagic/...-quantized.w8a8)",
+}
+
+
+def checkpoint_format(checkpoint: str) -> str | None:
+    """The weight format a checkpoint is stored in ('bf16', 'fp8', 'int4', ...), from its shipped config.json's
+    quantization_config (as vLLM's ModelConfig reads it) or the model index's ``serving_checkpoint_format``;
+    None when the course has no config.json for it."""
+    from inferopt.planning import model_specs
+
+    key = str(checkpoint).lower()
+    for name, m in model_specs.model_index().items():
+        if key == str(m.get("serving_checkpoint", "")).lower() and m.get("serving_checkpoint_format"):
+            return m["serving_checkpoint_format"]
+        if key in (name.lower(), str(m.get("hf_id", "")).lower()):
+            return _format_of(name)
+    try:
+        return _format_of(checkpoint)
+    except CourseError:
+        return None
+
+
+def _format_of(name: str) -> str:
+    from inferopt.planning.model_specs import load_spec
+
+    spec = load_spec(name)
+    if spec.quant_weight_format:
+        return spec.quant_weight_format
+    return {"float32": "fp32", "float16": "fp16"}.get(spec.torch_dtype, "bf16")
+
+
+def precision_flags(checkpoint: str, weight_format: str) -> list[str]:
+    """The flags that serve ``checkpoint`` with ``weight_format`` weights, or a CourseError naming the checkpoint
+    to get when vLLM has no flag for it (INT4 AWQ/GPTQ and INT8 W8A8 are checkpoints, not flags)."""
+    have = checkpoint_format(checkpoint)
+    want = str(weight_format)
+    if want == "auto" or have is None or want == have or (want in _SIXTEEN and have in _SIXTEEN):
+        return []
+    if have in _SIXTEEN and want == "fp8":
+        # vLLM quantizes the BF16 weights to FP8 as it loads them (Fp8Config, dynamic activation scales)
+        return ["--quantization", "fp8"]
+    if have in _SIXTEEN and want in _CHECKPOINT_KIND:
+        raise CourseError(f"{want.upper()} weights are another checkpoint, not a flag: {checkpoint} is a "
+                          f"{have.upper()} checkpoint and vLLM reads {want.upper()} scales from the checkpoint "
+                          f"(--quantization awq_marlin on it is refused: 'Cannot find the config file for "
+                          f"awq_marlin'); serve {_CHECKPOINT_KIND[want]}")
+    raise CourseError(f"{checkpoint} is stored as {have.upper()}; vLLM serves a checkpoint in its stored format "
+                      f"(it cannot turn {have.upper()} weights into {want.upper()}): use weight format {have} or "
+                      f"a {want.upper()} checkpoint of the same model")
