@@ -125,10 +125,21 @@ def _run_cli(args) -> int:
     if args.on is not None:
         on = [] if args.on.strip().lower() == "none" else args.on
     d = diagnose(metrics, slos, workload, on, deployment or None, sweep)
+    # vLLM's own config classes on the deployment's command and on each change it emits (vllm_oracle.runtime)
+    from inferopt.vllm_oracle.runtime import change_lines, check_changes
+
+    emitted = d.changes + [{"id": f"memory {c['id']}", "flags_add": c["flags"]} for c in (d.memory or {}).get(
+        "candidates", []) if c.get("flags")]
+    d.vllm = check_changes(deployment or None, emitted)
     if args.json:
         print(d.to_json())
     else:
         from inferopt.i18n.prose import prose
 
+        lines = change_lines(d.vllm)
+        if lines and d.vllm["verdict"].get("ok") is False:       # vLLM would not start it: its refusal first
+            print(lines[0])
+            lines = []
         print("\n".join(prose(line) for line in format_text(d).splitlines()))   # asset prose in the edition's language
+        print("\n".join(lines))
     return 0

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from inferopt.errors import CourseError
 
@@ -141,28 +140,58 @@ def check_command(argv, checkpoint: str | None = None, gpu: str | None = "H100",
     return _check(args, gpu, count)
 
 
-@lru_cache(maxsize=512)
+def check_commands(argvs: list, gpu: str | None = "H100", count: int | None = None) -> list[Verdict]:
+    """:func:`check_command` for several commands on one GPU, asked of one worker in one batch."""
+    gpu = None if gpu is None or str(gpu).lower() == "cpu" else str(gpu)
+    keys = [(_argv(a), gpu, count) for a in argvs]
+    todo = [k for k in dict.fromkeys(keys) if k not in _KNOWN]
+    for k, v in zip(todo, _ask(todo), strict=True):
+        _KNOWN[k] = v
+    return [_KNOWN[k] for k in keys]
+
+
+_KNOWN: dict = {}          # this process's answers (the disk cache of client.py keeps them across processes)
+
+
 def _check(argv: tuple, gpu: str | None, count: int | None) -> Verdict:
+    return check_commands([argv], gpu, count)[0]
+
+
+def _ask(keys: list) -> list[Verdict]:
+    if not keys:
+        return []
     if os.environ.get(ORACLE_ENV, "").lower() == "off":
-        return Verdict(argv, gpu, None, note=f"skipped ({ORACLE_ENV}=off)")
+        return [Verdict(a, g, None, note=f"skipped ({ORACLE_ENV}=off)") for a, g, _ in keys]
     from inferopt.vllm_oracle import client
     from inferopt.vllm_oracle.engine_config import config_path, split_command
 
-    try:
-        model, *flags = split_command(argv)
-        config_path(model)
-    except CourseError as exc:
-        return Verdict(argv, gpu, None, note=str(exc))
-    if count is None:
-        count = max(8, _int_flag(flags, "--tensor-parallel-size", "-tp") * _int_flag(flags, "--pipeline-parallel-size",
-                                                                                       "-pp"))
-    try:
-        v = client.check_command(list(argv), gpu=gpu, count=count)
-    except CourseError as exc:
-        return Verdict(argv, gpu, None, note=str(exc))
-    if v.get("ok") is None:
-        return Verdict(argv, gpu, None, note=v.get("needs_device") or v.get("error") or "no answer")
-    return Verdict(argv, gpu, bool(v["ok"]), v.get("refusal"), dict(v.get("resolved") or {}))
+    out: dict = {}
+    ask = []
+    for k in keys:
+        argv, gpu, count = k
+        try:
+            model, *flags = split_command(argv)
+            config_path(model)
+        except CourseError as exc:
+            out[k] = Verdict(argv, gpu, None, note=str(exc))
+            continue
+        if count is None:
+            count = max(8, _int_flag(flags, "--tensor-parallel-size", "-tp")
+                        * _int_flag(flags, "--pipeline-parallel-size", "-pp"))
+        ask.append((k, count))
+    for count in sorted({c for _, c in ask}):
+        batch = [k for k, c in ask if c == count]
+        try:
+            got = client.check_pairs([(list(k[0]), k[1]) for k in batch], count=count)
+        except CourseError as exc:
+            got = [{"ok": None, "error": str(exc)}] * len(batch)
+        for k, v in zip(batch, got, strict=True):
+            argv, gpu, _ = k
+            if v.get("ok") is None:
+                out[k] = Verdict(argv, gpu, None, note=v.get("needs_device") or v.get("error") or "no answer")
+            else:
+                out[k] = Verdict(argv, gpu, bool(v["ok"]), v.get("refusal"), dict(v.get("resolved") or {}))
+    return [out[k] for k in keys]
 
 
 def _int_flag(flags, *names) -> int:
@@ -235,3 +264,76 @@ def precision_flags(checkpoint: str, weight_format: str) -> list[str]:
     raise CourseError(f"{checkpoint} is stored as {have.upper()}; vLLM serves a checkpoint in its stored format "
                       f"(it cannot turn {have.upper()} weights into {want.upper()}): use weight format {have} or "
                       f"a {want.upper()} checkpoint of the same model")
+
+
+# ----------------------------------------------------------------------- a deployment's command and its changes
+def deployment_command(dep: dict) -> tuple[list[str], str | None]:
+    """(``vllm serve`` argv, gpu) for a deployment of the course's fields (diagnose's DEPLOYMENT_FIELDS: model, gpu,
+    tp, weight_format, kv_dtype, dtype, max_model_len, gpu_memory_utilization, max_num_batched_tokens, max_num_seqs)."""
+    from inferopt.planning.model_specs import model_index
+
+    m = model_index().get(str(dep["model"]))
+    checkpoint = m["hf_id"] if m else str(dep["model"])
+    argv = ["vllm", "serve", checkpoint]
+    argv += precision_flags(checkpoint, dep.get("weight_format") or "auto")
+    for key, flag, default in (("tp", "--tensor-parallel-size", 1), ("dtype", "--dtype", None),
+                               ("kv_dtype", "--kv-cache-dtype", "auto"), ("max_model_len", "--max-model-len", None),
+                               ("gpu_memory_utilization", "--gpu-memory-utilization", None),
+                               ("max_num_batched_tokens", "--max-num-batched-tokens", None),
+                               ("max_num_seqs", "--max-num-seqs", None),
+                               ("kv_cache_memory_bytes", "--kv-cache-memory-bytes", None)):
+        v = dep.get(key)
+        if v is not None and v != default:
+            argv += [flag, f"{v:g}" if isinstance(v, float) else str(v)]
+    gpu = dep.get("gpu")
+    return argv, None if gpu is None or str(gpu).lower() == "cpu" else str(gpu)
+
+
+def check_changes(dep: dict | None, changes: list) -> dict | None:
+    """vLLM's verdict on the deployment's command and on it with each change's flags added (``diagnose``: its
+    changes and its memory candidates, each a dict with ``id`` and ``flags_add``), one batch: None
+    without a deployment naming a model. {"command", "verdict", "changes": {id: verdict}} (Verdict.as_dict)."""
+    if not dep or not dep.get("model"):
+        return None
+    try:
+        base, gpu = deployment_command(dep)
+    except CourseError as exc:
+        return {"command": None, "verdict": {"ok": None, "note": str(exc)}, "changes": {}}
+    todo = [(c["id"], [*base, *map(str, c["flags_add"])]) for c in changes if c.get("flags_add")]
+    got = check_commands([base, *(a for _, a in todo)], gpu)
+    out = {"command": base, "verdict": got[0].as_dict(), "changes": {}}
+    for (cid, argv), v in zip(todo, got[1:], strict=True):
+        out["changes"][cid] = v.as_dict()
+        need = checkpoint_needed(base[2], argv)
+        if need:
+            out["changes"][cid]["needs_checkpoint"] = need
+    return out
+
+
+def checkpoint_needed(checkpoint: str, argv) -> str | None:
+    """The kind of checkpoint a command's ``--quantization`` asks for when it is a checkpoint, not a flag, for
+    ``checkpoint`` (an AWQ/GPTQ method on a BF16 checkpoint: vLLM reads the INT4 scales from the checkpoint)."""
+    args = list(_argv(argv))
+    method = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "--quantization"), None)
+    if method is None or not any(method.startswith(m) for m in ("awq", "gptq", "compressed-tensors")):
+        return None
+    want = "int8" if method == "compressed-tensors" else "int4"
+    if checkpoint_format(checkpoint) in (want, None):
+        return None
+    return _CHECKPOINT_KIND[want]
+
+
+def change_lines(checked: dict | None) -> list[str]:
+    """diagnose's text: vLLM's refusal of the deployment first, then each change vLLM refuses, in one line each."""
+    if not checked:
+        return []
+    v = checked["verdict"]
+    if v.get("ok") is False:
+        return [f"the deployment's command {' '.join(checked['command'])}: {v['refusal']}"]
+    out = [f"{cid}: {cv['refusal']}" + (f"; it is another checkpoint, not a flag: serve {cv['needs_checkpoint']}"
+                                         if cv.get("needs_checkpoint") else "")
+           for cid, cv in checked["changes"].items() if cv.get("ok") is False]
+    n = sum(cv.get("ok") is True for cv in checked["changes"].values())
+    if v.get("ok") is None:
+        return [f"vLLM's own check not run on the deployment: {v.get('note')}"]
+    return [f"vLLM checked the deployment's command and {len(checked['changes'])} change(s): {n} accepted", *out]
