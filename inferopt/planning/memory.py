@@ -806,6 +806,12 @@ def _cli(args: argparse.Namespace) -> int:
     argv, notes = serve_command(args)
     oracle = check_command(argv, gpu=gpu).require()     # vLLM's refusal first, in its one line
     got = oracle.resolved if oracle.ok else {}
+    if args.input_tokens is not None and (got.get("max_model_len") or args.max_model_len not in (None, -1)):
+        from inferopt.vllm_oracle.runtime import check_request
+
+        mml = got.get("max_model_len") or args.max_model_len
+        check_request(args.input_tokens, args.output_tokens, mml,
+                      "--max-model-len" if args.max_model_len not in (None, -1) else "the model's derived maximum")
     # what the user left out, as vLLM resolves it for this command (the calculator's own defaults otherwise)
     dtype = args.dtype or (got.get("dtype") if gpu is not None else None) or "bfloat16"
     if args.vllm_version is None:

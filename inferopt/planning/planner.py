@@ -297,6 +297,11 @@ def make_plan(scenario="llama3-70b-chat") -> DeploymentPlan:
                if verdict.max_model_len_estimate else "")
         raise CourseError(f"this plan will not start on vLLM: {verdict.reason}{est}. {verdict.advice}")
     mem = verdict.result
+    from inferopt.vllm_oracle.runtime import check_request
+
+    check_request(req["input_tokens"], req["output_tokens"], mem.max_model_len,
+                  "plan.max_model_len" if pl.get("max_model_len") else "the model's derived maximum",
+                  "requirements.input_tokens")
     seed = sc.get("seed_estimate") or {}
     seed_len = int(seed.get("request_tokens", 4096))
     mem4k = calculate(req["model"], req["gpu"], max_model_len=seed_len, **common)

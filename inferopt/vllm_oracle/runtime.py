@@ -337,3 +337,23 @@ def change_lines(checked: dict | None) -> list[str]:
     if v.get("ok") is None:
         return [f"vLLM's own check not run on the deployment: {v.get('note')}"]
     return [f"vLLM checked the deployment's command and {len(checked['changes'])} change(s): {n} accepted", *out]
+
+
+# ----------------------------------------------------------------------- a request against the context it is served in
+def check_request(input_tokens, output_tokens, max_model_len: int, where: str, what: str = "--input-tokens") -> None:
+    """One CourseError when a request does not fit the context vLLM serves: a prompt longer than max_model_len is
+    refused (vllm/renderers/params.py ``_token_len_check``: "This model's maximum context length is ..."), a prompt
+    plus output longer than it has its output cut (vllm/entrypoints/serve/utils/api_utils.py ``get_max_tokens``),
+    so what is sized or predicted for it is not what runs."""
+    if input_tokens is None:
+        return
+    if input_tokens > max_model_len:
+        raise CourseError(f"{what} {input_tokens:,} is longer than the context of {max_model_len:,} tokens ({where}); "
+                          "vLLM refuses such a prompt (vllm/renderers/params.py _token_len_check): shorten the prompt, "
+                          "raise --max-model-len up to the model's maximum, or serve a longer-context model")
+    total = input_tokens + (output_tokens or 0)
+    if total > max_model_len:
+        raise CourseError(f"input + output = {total:,} tokens is longer than the context of {max_model_len:,} tokens "
+                          f"({where}); vLLM cuts each output to {max_model_len - input_tokens:,} tokens "
+                          "(vllm/entrypoints/serve/utils/api_utils.py get_max_tokens): give the output length the "
+                          "requests can have, or raise --max-model-len")
