@@ -290,6 +290,7 @@ class MemoryResult:
     kv_latent: bool = False            # MLA: one latent per token and layer instead of K and V heads
     pp: int = 1                        # pipeline-parallel stages (GPUs in all: tp x pp)
     pp_stage_layers: list[int] | None = None   # decoder layers per stage (get_pp_indices); None for PP=1
+    kv_groups: list | None = None      # sliding-window / hybrid: vLLM's KV-cache groups [[spec kind, layers], ...]
     lora_gib_per_gpu: float = 0.0      # --max-loras slots of --max-lora-rank (lora_slot_bytes), beside the weights
     max_loras: int = 0
     max_lora_rank: int = 16
@@ -345,7 +346,9 @@ class MemoryResult:
              f"page x {max(self.pp_stage_layers)} layers (largest of the PP stages {self.pp_stage_layers})"),
             ("blocks", f"{self.num_blocks:,}", "KV budget // bytes per block"),
             ("blocks per request", f"{self.blocks_per_request}",
-             f"ceil({self.max_model_len} / {self.block_size})"),
+             f"ceil({self.max_model_len} / {self.block_size})" if not self.kv_groups else
+             "vLLM's specs: a sliding-window group holds ceil(min(window - 1 + token budget, max_model_len) / block) "
+             "+ 1 blocks (SlidingWindowSpec.max_memory_usage_bytes)"),
             ("max concurrency", f"{self.max_concurrency:.2f}x", "blocks / blocks per request"),
             ("KV cache size", f"{self.kv_cache_tokens:,} tokens", "int(max concurrency x max_model_len)"),
         ]
@@ -492,12 +495,6 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
     ``pp``: pipeline-parallel stages; ``pp_layer_partition``: vLLM's ``VLLM_PP_LAYER_PARTITION``.
     """
     spec = model if isinstance(model, ModelSpec) else load_spec(model)
-    if spec.sliding_window:
-        raise CourseError(
-            f"{spec.name} uses sliding-window attention (window {spec.sliding_window} on "
-            f"{spec.sliding_window_layers} of {spec.num_layers} layers): vLLM sizes those layers with "
-            f"SlidingWindowSpec and the hybrid KV cache manager (vllm/v1/kv_cache_interface.py), which this "
-            f"calculator does not model; read the KV size from the engine's start-up log instead.")
     check_tp(spec, tp)
     stages = _pp.stage_layers(spec.num_layers, pp, pp_layer_partition)
     kvb = kv_dtype_bytes(kv_dtype, dtype)
@@ -577,6 +574,17 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
     per_block = page * stage_max
     num_blocks = kv_budget // per_block
     bpr = -(-max_model_len // block_size)
+    vllm_kv = None
+    if spec.sliding_window:
+        # sliding-window layers keep only the window's blocks of a request (SlidingWindowSpec), and a hybrid model's
+        # layers share one block pool in groups: sized by vLLM's own code (vllm_oracle.runtime.kv_sizing)
+        vllm_kv = _sliding_kv(spec, kv_budget, tp, pp, block_size, kv_dtype, dtype, max_model_len,
+                              max_num_batched_tokens if rt_dict is None else rt_dict.get("max_num_batched_tokens"))
+        num_blocks, bpr = vllm_kv["num_blocks"], vllm_kv["blocks_per_request"]
+        warnings.append(f"{spec.name}: sliding-window attention (window {spec.sliding_window} on "
+                        f"{spec.sliding_window_layers} of {spec.num_layers} layers): blocks and concurrency from vLLM's "
+                        f"own KV-cache groups ({', '.join(f'{n} x {k}' for k, n in vllm_kv['groups'])}; "
+                        "vllm/v1/core/kv_cache_utils.py get_kv_cache_config_from_groups, get_kv_cache_capacity).")
     # vLLM's admission check keeps one block back (the null block) and needs one request to fit.
     if num_blocks - 1 < bpr:
         fit_len = max(0, (num_blocks - 1) * block_size)
@@ -585,8 +593,8 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
             f"cannot hold one request of max_model_len={max_model_len} ({bpr} blocks + 1 reserved). "
             f"Lower max_model_len to at most {fit_len}, or give the KV cache more memory "
             f"(higher gpu_memory_utilization, smaller weights, larger TP).")
-    conc = num_blocks / bpr
-    tokens = int(conc * max_model_len)
+    conc = num_blocks / bpr if vllm_kv is None else vllm_kv["max_concurrency"]
+    tokens = int(conc * max_model_len) if vllm_kv is None else vllm_kv["kv_cache_tokens"]
     workload = None
     bpr_w = conc_w = None
     if input_tokens is not None or output_tokens is not None:
@@ -596,6 +604,10 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
         if workload > max_model_len:
             warnings.append(f"the workload's {workload} tokens exceed max_model_len {max_model_len}.")
         bpr_w = -(-workload // block_size)
+        if vllm_kv is not None:     # a request of the workload's length, as vLLM's specs hold it
+            bpr_w = _sliding_kv(spec, kv_budget, tp, pp, block_size, kv_dtype, dtype, workload,
+                                max_num_batched_tokens if rt_dict is None else rt_dict.get("max_num_batched_tokens")
+                                )["blocks_per_request"]
         conc_w = num_blocks / bpr_w
     alloc = num_blocks * per_block
     if gpu is not None:
@@ -619,7 +631,19 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
         kv_gb_per_request_max_len=per_req / GB, kv_gib_per_request_max_len=per_req / GiB,
         warnings=warnings, runtime=rt_dict, gpu_total_source=total_src, kv_latent=spec.is_mla,
         pp=pp, pp_stage_layers=stages if len(stages) > 1 else None,
-        lora_gib_per_gpu=lora_bytes / GiB, max_loras=max_loras, max_lora_rank=max_lora_rank)
+        lora_gib_per_gpu=lora_bytes / GiB, max_loras=max_loras, max_lora_rank=max_lora_rank,
+        kv_groups=vllm_kv["groups"] if vllm_kv else None)
+
+
+def _sliding_kv(spec: ModelSpec, kv_budget: int, tp: int, pp: int, block_size: int, kv_dtype: str, dtype: str,
+                max_model_len: int, max_num_batched_tokens: int | None) -> dict:
+    """vLLM's KV-cache sizing of a sliding-window or hybrid model (vllm_oracle.runtime.kv_sizing, the oracle's worker)."""
+    from inferopt.vllm_oracle.runtime import kv_sizing
+
+    name = dtype if kv_dtype == "auto" else kv_dtype
+    name = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32"}.get(name, name)
+    return kv_sizing(spec.source, kv_budget, tp=tp, pp=pp, block_size=block_size, kv_dtype=name,
+                     max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens)
 
 
 @dataclass

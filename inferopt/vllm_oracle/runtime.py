@@ -357,3 +357,30 @@ def check_request(input_tokens, output_tokens, max_model_len: int, where: str, w
                           f"({where}); vLLM cuts each output to {max_model_len - input_tokens:,} tokens "
                           "(vllm/entrypoints/serve/utils/api_utils.py get_max_tokens): give the output length the "
                           "requests can have, or raise --max-model-len")
+
+
+# ----------------------------------------------------------------------- KV sizing of sliding-window / hybrid models
+def kv_sizing(config: str, kv_cache_bytes: int, *, tp: int = 1, pp: int = 1, block_size: int = 16,
+              kv_dtype: str = "bfloat16", max_model_len: int | None = None,
+              max_num_batched_tokens: int | None = None) -> dict:
+    """vLLM's own KV-cache groups, blocks and concurrency for a model config (kv_specs.sizing: get_kv_cache_groups,
+    get_kv_cache_config_from_groups, get_kv_cache_capacity in vllm/v1/core/kv_cache_utils.py), asked of the oracle's
+    CPU worker (cached on disk with the config's text). A CourseError when it cannot answer."""
+    import hashlib
+    from pathlib import Path
+
+    from inferopt.vllm_oracle import client
+
+    if os.environ.get(ORACLE_ENV, "").lower() == "off":
+        raise CourseError(f"sliding-window KV sizing asks the installed vLLM, which is switched off ({ORACLE_ENV}=off); "
+                          "unset it")
+    text = Path(config).read_text(encoding="utf-8")
+    layout = {"kv_cache_bytes": int(kv_cache_bytes), "tp": tp, "pp": pp, "block_size": block_size,
+              "kv_dtype": kv_dtype, "max_model_len": max_model_len, "max_num_batched_tokens": max_num_batched_tokens}
+    job = {"op": "kv_sizing", "config": str(config), "layout": layout,
+           "config_sha": hashlib.sha256(text.encode()).hexdigest()}
+    got = client.run_jobs([job], "cpu")[0]
+    if not got.get("ok"):
+        raise CourseError(f"vLLM's KV-cache sizing failed for {config}: {got.get('error') or got}; read the KV size "
+                          "from the engine's start-up log instead")
+    return got["sizing"]
