@@ -81,7 +81,9 @@ def emitted():
 # (or that is no longer emitted with that flag) fails below, so the list cannot go stale.
 KNOWN = {"memory int4_awq_marlin": "diagnosis/memory_view.py's INT4 candidate is `--quantization awq_marlin` on the "
                                    "deployment's BF16 checkpoint: runtime.check_changes names the AWQ/GPTQ checkpoint "
-                                   "to get (needs_checkpoint); the candidate should carry no flag (diagnosis owner)"}
+                                   "to get (needs_checkpoint); the candidate should carry no flag (diagnosis owner)",
+         "int4_awq_marlin": "the technique's flags_add (assets/techniques.yaml int4_awq_marlin: --quantization "
+                            "awq_marlin) as a change on a BF16 checkpoint: the same (diagnosis / techniques owner)"}
 
 
 def test_the_collection_covers_plans_and_diagnoses(emitted):
@@ -177,3 +179,17 @@ def test_lora_slots_follow_vllms_shapes():
     a = M.calculate("llama-3.1-8b", "H100", max_model_len=8192)
     b = M.calculate("llama-3.1-8b", "H100", max_model_len=8192, max_loras=4, max_lora_rank=64)
     assert b.kv_budget_bytes_per_gpu < a.kv_budget_bytes_per_gpu and b.lora_gib_per_gpu > 0
+
+
+def test_the_memory_widget_asks_vllm_about_its_command():
+    """The widget's command goes through the oracle on demand: FP8 weights of the BF16 Llama-3-70B carry
+    --quantization fp8 and vLLM accepts them at TP 8; INT4 names the checkpoint to get instead of a flag."""
+    from inferopt.widgets.memory_widget import MemoryWidget
+
+    w = MemoryWidget(model="llama-3-70b", gpu="H100-SXM-80GB", tp=8, weight_format="fp8", kv_dtype="fp8")
+    cmd = w.command()
+    assert cmd[2] == "meta-llama/Meta-Llama-3-70B" and cmd[3:5] == ["--quantization", "fp8"]
+    v = w.check_with_vllm()
+    assert v.ok is True and v.resolved["quantization"] == "fp8" and "accepts" in w.vllm_w.value
+    w.set(weight_format="int4")
+    assert w.vllm_w.value == "" and w.check_with_vllm() is None and "another checkpoint" in w.vllm_w.value
