@@ -374,6 +374,9 @@ def kv_sizing(config: str, kv_cache_bytes: int, *, tp: int = 1, pp: int = 1, blo
     if os.environ.get(ORACLE_ENV, "").lower() == "off":
         raise CourseError(f"sliding-window KV sizing asks the installed vLLM, which is switched off ({ORACLE_ENV}=off); "
                           "unset it")
+    if not Path(str(config)).is_file():
+        raise CourseError(f"{config}: vLLM sizes a sliding-window model from its config.json; give the model as a "
+                          "shipped name or a path to its config.json")
     text = Path(config).read_text(encoding="utf-8")
     layout = {"kv_cache_bytes": int(kv_cache_bytes), "tp": tp, "pp": pp, "block_size": block_size,
               "kv_dtype": kv_dtype, "max_model_len": max_model_len, "max_num_batched_tokens": max_num_batched_tokens}
