@@ -160,7 +160,7 @@ def test_cli_error_is_one_line():
                        capture_output=True, text=True, cwd=REPO_ROOT)
     # vLLM's own refusal first (the CLI asks the installed vLLM's config classes, inferopt/vllm_oracle/runtime.py)
     assert p.returncode == 2 and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
-    assert p.stderr.startswith("error: vLLM 0.32 refuses: VllmConfig: Total number of attention heads (64) must be "
+    assert p.stderr.startswith("error: vLLM 0.32 refuses: `VllmConfig: Total number of attention heads (64) must be "
                                "divisible by tensor parallel size (3)"), p.stderr
 
 

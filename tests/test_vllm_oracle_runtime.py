@@ -154,8 +154,8 @@ def test_left_out_lists_only_what_the_command_does_not_set():
                          resolved={"max_num_seqs": 64, "max_num_batched_tokens": 64})
     assert "the cap binds" in v2.left_out["--max-num-seqs"][1]
     refused = runtime.Verdict(("vllm", "serve", "m"), "H100", False, refusal="SchedulerConfig: x")
-    assert refused.lines() == ["vLLM 0.32 refuses: SchedulerConfig: x"]
-    with pytest.raises(CourseError, match="^vLLM 0.32 refuses: SchedulerConfig: x$"):
+    assert refused.lines() == ["vLLM 0.32 refuses: `SchedulerConfig: x`"]
+    with pytest.raises(CourseError, match="^vLLM 0.32 refuses: `SchedulerConfig: x`$"):
         refused.require()
 
 

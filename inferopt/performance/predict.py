@@ -402,5 +402,7 @@ def _cli(args: argparse.Namespace) -> int:
         print(f"error band (calibration, runs not fitted): TPOT median {band['median_rel']:.0%}, "
               f"worst {band['worst_rel']:.0%} over {band['n_runs']} runs")
     print(" ".join(oracle.argv))
-    print("\n".join(oracle.lines() + notes))
+    from inferopt.i18n import localize
+
+    print("\n".join(oracle.lines() + [localize(n) for n in notes]))
     return 0

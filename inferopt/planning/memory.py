@@ -638,10 +638,11 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
 def _sliding_kv(spec: ModelSpec, kv_budget: int, tp: int, pp: int, block_size: int, kv_dtype: str, dtype: str,
                 max_model_len: int, max_num_batched_tokens: int | None) -> dict:
     """vLLM's KV-cache sizing of a sliding-window or hybrid model (vllm_oracle.runtime.kv_sizing, the oracle's worker)."""
+    from inferopt.planning.hardware import _ALIASES
     from inferopt.vllm_oracle.runtime import kv_sizing
 
     name = dtype if kv_dtype == "auto" else kv_dtype
-    name = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32"}.get(name, name)
+    name = _ALIASES.get(name, name)              # bf16 / fp16 / half -> the torch dtype names vLLM's specs take
     return kv_sizing(spec.source, kv_budget, tp=tp, pp=pp, block_size=block_size, kv_dtype=name,
                      max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens)
 
@@ -897,7 +898,7 @@ def _cli(args: argparse.Namespace) -> int:
             else:
                 print(localize(f"beside it, {label}: vLLM would not start"))
         print(" ".join(argv))
-        print("\n".join(oracle.lines() + notes))
+        print("\n".join(oracle.lines() + [localize(n) for n in notes]))
     return 0
 
 

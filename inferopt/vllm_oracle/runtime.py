@@ -85,21 +85,22 @@ class Verdict:
     def refusal_line(self) -> str:
         from inferopt.vllm_oracle.engine_config import VLLM_VERSION
 
-        return f"vLLM {VLLM_VERSION} refuses: {self.refusal}"
+        return f"vLLM {VLLM_VERSION} refuses: `{self.refusal}`"        # vLLM's own words, quoted as it wrote them
 
     def lines(self) -> list[str]:
         """What the CLI prints: the refusal in one line, or the values vLLM resolved where a flag was left out."""
+        from inferopt.i18n import localize
         from inferopt.vllm_oracle.engine_config import VLLM_VERSION
 
-        where = f"on {self.gpu}" if self.gpu else "on the CPU platform"
+        where = self.gpu or "the CPU platform"
         if self.ok is False:
-            return [self.refusal_line()]
+            return [localize(self.refusal_line())]
         if self.ok is None:
-            return [f"vLLM {VLLM_VERSION}'s own check not run: {self.note}"]
-        out = [f"vLLM {VLLM_VERSION} accepts this command {where} (EngineArgs.create_engine_config); "
-               "it resolves what the command leaves out:"]
+            return [localize(f"vLLM {VLLM_VERSION}'s own check not run: {self.note}")]
+        out = [localize(f"vLLM {VLLM_VERSION} accepts this command on {where} (EngineArgs.create_engine_config); "
+                        "it resolves what the command leaves out:")]
         for flag, (val, how) in self.left_out.items():
-            out.append(f"  {flag} {_show(val)}: {how}")
+            out.append(f"  {flag} {_show(val)}: {localize(how)}")
         return out
 
     def as_dict(self) -> dict:
@@ -243,7 +244,7 @@ def _format_of(name: str) -> str:
     spec = load_spec(name)
     if spec.quant_weight_format:
         return spec.quant_weight_format
-    return {"float32": "fp32", "float16": "fp16"}.get(spec.torch_dtype, "bf16")
+    return "fp16" if spec.torch_dtype == "float16" else "bf16"      # unquantized (precision_flags treats them alike)
 
 
 def precision_flags(checkpoint: str, weight_format: str) -> list[str]:
@@ -257,13 +258,12 @@ def precision_flags(checkpoint: str, weight_format: str) -> list[str]:
         # vLLM quantizes the BF16 weights to FP8 as it loads them (Fp8Config, dynamic activation scales)
         return ["--quantization", "fp8"]
     if have in _SIXTEEN and want in _CHECKPOINT_KIND:
-        raise CourseError(f"{want.upper()} weights are another checkpoint, not a flag: {checkpoint} is a "
-                          f"{have.upper()} checkpoint and vLLM reads {want.upper()} scales from the checkpoint "
-                          f"(--quantization awq_marlin on it is refused: 'Cannot find the config file for "
-                          f"awq_marlin'); serve {_CHECKPOINT_KIND[want]}")
-    raise CourseError(f"{checkpoint} is stored as {have.upper()}; vLLM serves a checkpoint in its stored format "
-                      f"(it cannot turn {have.upper()} weights into {want.upper()}): use weight format {have} or "
-                      f"a {want.upper()} checkpoint of the same model")
+        raise CourseError(f"{want.upper()} weights are another checkpoint, not a flag: vLLM reads their scales from "
+                          f"the checkpoint, and {checkpoint} is stored as {have.upper()} (--quantization awq_marlin on "
+                          f"it is refused: 'Cannot find the config file for awq_marlin'); serve {_CHECKPOINT_KIND[want]}")
+    raise CourseError(f"{checkpoint} is stored as {have.upper()}; vLLM serves a checkpoint in its stored format and "
+                      f"cannot turn it into {want.upper()} weights: use its own weight format, or another checkpoint "
+                      "of the same model stored in that precision")
 
 
 # ----------------------------------------------------------------------- a deployment's command and its changes
@@ -325,18 +325,21 @@ def checkpoint_needed(checkpoint: str, argv) -> str | None:
 
 def change_lines(checked: dict | None) -> list[str]:
     """diagnose's text: vLLM's refusal of the deployment first, then each change vLLM refuses, in one line each."""
+    from inferopt.i18n import localize
+
     if not checked:
         return []
     v = checked["verdict"]
     if v.get("ok") is False:
-        return [f"the deployment's command {' '.join(checked['command'])}: {v['refusal']}"]
-    out = [f"{cid}: {cv['refusal']}" + (f"; it is another checkpoint, not a flag: serve {cv['needs_checkpoint']}"
-                                         if cv.get("needs_checkpoint") else "")
+        return [localize(f"the deployment's command {' '.join(checked['command'])}: {v['refusal']}")]
+    out = [localize(f"{cid}: {cv['refusal']}; it is another checkpoint, not a flag: serve {cv['needs_checkpoint']}")
+           if cv.get("needs_checkpoint") else f"{cid}: {localize(cv['refusal'])}"
            for cid, cv in checked["changes"].items() if cv.get("ok") is False]
     n = sum(cv.get("ok") is True for cv in checked["changes"].values())
     if v.get("ok") is None:
-        return [f"vLLM's own check not run on the deployment: {v.get('note')}"]
-    return [f"vLLM checked the deployment's command and {len(checked['changes'])} change(s): {n} accepted", *out]
+        return [localize(f"vLLM's own check not run on the deployment: {v.get('note')}")]
+    return [localize(f"vLLM checked the deployment's command and {len(checked['changes'])} change(s): {n} accepted"),
+            *out]
 
 
 # ----------------------------------------------------------------------- a request against the context it is served in

@@ -199,7 +199,7 @@ class MemoryWidget(W.VBox):
         try:
             verdict = check_command(self.command(), gpu=self.values()["gpu"])
         except CourseError as exc:           # a precision that is another checkpoint, not a flag
-            self.vllm_w.value = error_html(str(exc))
+            self.vllm_w.value = error_html(localize(str(exc)))
             return None
         lines = [" ".join(verdict.argv), *verdict.lines()]
         self.vllm_w.value = "<pre>" + escape("\n".join(lines)) + "</pre>"
