@@ -193,3 +193,21 @@ def test_the_memory_widget_asks_vllm_about_its_command():
     assert v.ok is True and v.resolved["quantization"] == "fp8" and "accepts" in w.vllm_w.value
     w.set(weight_format="int4")
     assert w.vllm_w.value == "" and w.check_with_vllm() is None and "another checkpoint" in w.vllm_w.value
+
+
+def test_the_decision_widget_asks_vllm_about_the_commands_it_emits():
+    """On demand, the decision widget's diagnosis goes through the oracle: the deployment's command and each change,
+    in one line each; without a deployment it says what to choose."""
+    from inferopt.widgets.decision_widget import DecisionWidget
+
+    w = DecisionWidget()
+    assert w.check_with_vllm() is None and "model" in w.vllm_w.value
+    w.oom_w.value = True
+    w.deployment_w.model_w.value = "llama-3.1-8b"
+    w.deployment_w.gpu_w.value = "A100-SXM-80GB"
+    checked = w.check_with_vllm()
+    assert checked["verdict"]["ok"] is True and checked["changes"], checked
+    assert "vLLM checked the deployment&#x27;s command" in w.vllm_w.value
+    # the one INT4 flag on this BF16 checkpoint is named as the checkpoint to get, as diagnose's CLI does
+    for cid, v in checked["changes"].items():
+        assert v["ok"] is True or (cid in KNOWN and v.get("needs_checkpoint")), (cid, v)

@@ -126,11 +126,9 @@ def _run_cli(args) -> int:
         on = [] if args.on.strip().lower() == "none" else args.on
     d = diagnose(metrics, slos, workload, on, deployment or None, sweep)
     # vLLM's own config classes on the deployment's command and on each change it emits (vllm_oracle.runtime)
-    from inferopt.vllm_oracle.runtime import change_lines, check_changes
+    from inferopt.vllm_oracle.runtime import change_lines, check_diagnosis
 
-    emitted = d.changes + [{"id": f"memory {c['id']}", "flags_add": c["flags"]} for c in (d.memory or {}).get(
-        "candidates", []) if c.get("flags")]
-    d.vllm = check_changes(deployment or None, emitted)
+    d.vllm = check_diagnosis(deployment or None, d)
     if args.json:
         print(d.to_json())
     else:

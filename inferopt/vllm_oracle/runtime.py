@@ -323,6 +323,13 @@ def checkpoint_needed(checkpoint: str, argv) -> str | None:
     return _CHECKPOINT_KIND[want]
 
 
+def check_diagnosis(dep: dict | None, d) -> dict | None:
+    """:func:`check_changes` on everything a Diagnosis emits: its changes and its memory candidates."""
+    emitted = list(d.changes) + [{"id": f"memory {c['id']}", "flags_add": c["flags"]}
+                                 for c in (d.memory or {}).get("candidates", []) if c.get("flags")]
+    return check_changes(dep, emitted)
+
+
 def change_lines(checked: dict | None) -> list[str]:
     """diagnose's text: vLLM's refusal of the deployment first, then each change vLLM refuses, in one line each."""
     from inferopt.i18n import localize
