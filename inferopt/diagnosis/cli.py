@@ -128,10 +128,19 @@ def _run_cli(args) -> int:
     if args.on is not None:
         on = [] if args.on.strip().lower() == "none" else args.on
     d = diagnose(metrics, slos, workload, on, deployment or None, sweep)
+    # vLLM's own config classes on the deployment's command and on each change it emits (vllm_oracle.runtime)
+    from inferopt.vllm_oracle.runtime import change_lines, check_diagnosis
+
+    d.vllm = check_diagnosis(deployment or None, d)
     if args.json:
         print(d.to_json())
     else:
         from inferopt.i18n.prose import prose
 
+        lines = change_lines(d.vllm)
+        if lines and d.vllm["verdict"].get("ok") is False:       # vLLM would not start it: its refusal first
+            print(lines[0])
+            lines = []
         print("\n".join(prose(line) for line in format_text(d).splitlines()))   # asset prose in the edition's language
+        print("\n".join(lines))
     return 0

@@ -37,6 +37,7 @@ class Diagnosis:
     model: dict | None = None            # the performance model's view (diagnosis/model_view.py)
     sample: dict = field(default_factory=dict)   # requests measured and each tail verdict (diagnosis/sample.py)
     saturation: dict | None = None       # the sweep's throughput roof and the fleet (diagnosis/saturation.py)
+    vllm: dict | None = None             # the CLI's vLLM verdicts on the commands (vllm_oracle.runtime.check_changes)
 
     def to_dict(self) -> dict:
         return asdict(self)
