@@ -35,4 +35,19 @@ def _set_plotly_renderer() -> None:
 _set_plotly_renderer()
 
 # the edition's lookup (English or 中文) renders the course's one-line errors and check hints
-from inferopt import i18n as _i18n  # noqa: E402,F401
+from inferopt import errors as _errors  # noqa: E402
+from inferopt import i18n as _i18n  # noqa: E402
+
+
+def _chinese_kernel() -> None:
+    # a kernel of the Chinese edition: what cells print, display and draw goes through the catalog's templates
+    try:
+        if _i18n.edition() == "zh":
+            from inferopt.i18n.outputs import install_kernel_hooks
+
+            install_kernel_hooks()
+    except _errors.CourseError:   # a bad INFEROPT_EDITION: reported where the edition is read, not at import
+        pass
+
+
+_chinese_kernel()

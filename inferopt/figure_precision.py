@@ -86,6 +86,9 @@ def _course_renderer_class():
         def to_mimebundle(self, fig_dict):
             bundle = super().to_mimebundle(fig_dict)
             bundle[PLOTLY_MIME] = round_figure(bundle[PLOTLY_MIME])
+            from inferopt.i18n.outputs import translate_figure  # the Chinese edition: titles, axes, names
+
+            bundle[PLOTLY_MIME] = translate_figure(bundle[PLOTLY_MIME])
             return bundle
 
     return CourseRenderer

@@ -144,3 +144,25 @@ def test_the_checker_rejects_a_traceback_and_a_usage_block():
     for res in (tb, usage):
         with pytest.raises(AssertionError):
             assert_one_error_line(res)
+
+
+def _help_failures(parser) -> list[str]:
+    """Sub-commands whose --help text argparse cannot format (e.g. a bare % in a help string)."""
+    sub = next(a for a in parser._actions if isinstance(a, __import__("argparse")._SubParsersAction))
+    bad = []
+    for name, p in sub.choices.items():
+        try:
+            p.format_help()
+        except (TypeError, ValueError, KeyError) as exc:
+            bad.append(f"{name}: {exc}")
+    return bad
+
+
+def test_every_command_prints_its_help():
+    """`python -m inferopt CMD --help` is a learner's first step: argparse %-formats every help text, so a prose
+    "90 % confidence" crashed `diagnose --help` with a traceback. Every command's help must format."""
+    assert _help_failures(build_parser()) == []
+    wrong = build_parser()
+    sub = next(a for a in wrong._actions if isinstance(a, __import__("argparse")._SubParsersAction))
+    sub.choices["plan"].add_argument("--confidence", help="at 90 % confidence")           # the bug, re-introduced
+    assert [x.split(":")[0] for x in _help_failures(wrong)] == ["plan"]

@@ -17,6 +17,7 @@ from inferopt.diagnosis.decision import (
     time_diagnosis,
 )
 from inferopt.errors import CourseError
+from inferopt.planning import hardware
 
 SLO = {"ttft_p95_ms": 500, "tpot_p95_ms": 50}
 OK = {"ttft_p95_ms": 200, "tpot_p95_ms": 30}
@@ -56,7 +57,7 @@ def test_tail_comes_last():
 
 
 def test_throughput_below_target_is_branch_b():
-    d = dx({**OK, "throughput_tok_s": 500, "gpu_util": 0.2}, {"concurrency": 64},
+    d = dx({**OK, "throughput_tok_s": 500, "queue_len": 40}, {"concurrency": 64},
            slos={**SLO, "throughput_tok_s": 2000})
     assert d.branch == "B" and d.worst_metric == "throughput_tok_s"
     assert d.failing[0]["ratio"] == 4.0
@@ -128,31 +129,39 @@ def test_branch_with_no_matching_sub_condition_lists_each_sub_branch_with_its_de
 def test_B1_long_context_is_memory_bound():
     d = dx({"ttft_p95_ms": 300, "tpot_p95_ms": 80}, {"prompt_tokens": 6000, "output_tokens": 500, "concurrency": 32})
     assert d.path == ["baseline", "B", "B1"]
-    assert d.techniques == ["flash_attention", "kv_cache_quant"]
-    assert d.recommendations[1]["flags_add"] == ["--kv-cache-dtype", "fp8"]
+    assert d.techniques == ["kv_cache_quant"]          # only fewer KV bytes help (review 2026-12-01, finding 18)
+    assert d.recommendations[0]["flags_add"] == ["--kv-cache-dtype", "fp8"]
+    assert [a["id"] for a in d.actions] == ["fewer_kv_bytes"]
 
 
 def test_B2_small_batch_gives_speculative_decoding_ngram_or_draft():
     d = dx({"ttft_p95_ms": 300, "tpot_p95_ms": 80}, {"concurrency": 2, "prompt_tokens": 500})
     assert d.path == ["baseline", "B", "B2"] and d.techniques == ["speculative_decoding"]
     assert json.loads(d.flags[1])["method"] == "ngram"
+    assert [a["id"] for a in d.actions] == ["drafter_by_workload"]     # n-gram only where outputs repeat the prompt
     d = dx({"ttft_p95_ms": 300, "tpot_p95_ms": 80}, {"concurrency": 2, "draft_model": "tiny-draft"})
     assert json.loads(d.flags[1]) == {"model": "tiny-draft", "num_speculative_tokens": 4}
+    assert d.actions == []
 
 
 def test_B3_underfed_gpu_raises_the_concurrency_cap():
-    d = dx({"ttft_p95_ms": 300, "tpot_p95_ms": 80, "gpu_util": 0.3}, {"concurrency": 64})
+    d = dx({"ttft_p95_ms": 300, "tpot_p95_ms": 80, "queue_len": 40}, {"concurrency": 64})
     assert d.path == ["baseline", "B", "B3"] and d.techniques == ["continuous_batching"]
     assert d.flags == ["--max-num-seqs", "256"]
     assert d.actions == []
     # continuous batching is always on in vLLM: then the fix is to raise its cap
-    d = dx({"ttft_p95_ms": 300, "tpot_p95_ms": 80, "gpu_util": 0.3}, {"concurrency": 64}, on=["continuous_batching"])
+    d = dx({"ttft_p95_ms": 300, "tpot_p95_ms": 80, "queue_len": 40}, {"concurrency": 64}, on=["continuous_batching"])
     assert d.techniques == [] and [a["id"] for a in d.actions] == ["raise_concurrency"]
     # sized: twice the cap in force (vLLM's default 256 without a GPU given), not a fixed number
     assert d.flags == ["--max-num-seqs", "512"] and d.next_step.startswith("Apply one change: --max-num-seqs 512")
-    d = diagnose({"ttft_p95_ms": 300, "tpot_p95_ms": 80, "gpu_util": 0.3}, SLO, {"concurrency": 64},
+    d = diagnose({"ttft_p95_ms": 300, "tpot_p95_ms": 80, "queue_len": 40}, SLO, {"concurrency": 64},
                  ["continuous_batching"], {"max_num_seqs": 48})
     assert d.flags == ["--max-num-seqs", "128"]
+    # NVML's GPU utilization does not decide it: a busy-looking GPU with requests waiting is still under-fed,
+    # and an idle-looking one with nothing waiting is not (review 2026-12-01, finding 19)
+    assert "B3" in dx({"ttft_p95_ms": 300, "tpot_p95_ms": 80, "gpu_util": 0.99, "queue_len": 40}, {"concurrency": 64}).path
+    assert "B3" not in dx({"ttft_p95_ms": 300, "tpot_p95_ms": 80, "gpu_util": 0.2, "queue_len": 0},
+                          {"concurrency": 64}).path
 
 
 # ---------------------------------------------------------------- branch C
@@ -254,12 +263,17 @@ def test_3_2_spec_at_high_concurrency():
 
 
 def test_3_3_int4_without_marlin_beyond_batch_2():
-    # vLLM 0.32 runs Marlin from compute capability 7.5 (marlin_utils.py): a V100 (7.0) has none, a T4 has it.
-    # Without Marlin the INT4 gain holds at batch 1-2 and is lost above (Marlin paper, chapter 03's erratum).
-    assert ids(conflicts_for(["int4_awq_marlin"], {"gpu_type": "V100", "concurrency": 64})) == ["int4_no_marlin_large_batch"]
-    assert ids(conflicts_for(["int4_awq_marlin"], {"gpu_type": "V100", "concurrency": 3})) == ["int4_no_marlin_large_batch"]
-    assert ids(conflicts_for(["int4_awq_marlin"], {"gpu_type": "V100", "concurrency": 2})) == []
-    assert ids(conflicts_for(["int4_awq_marlin"], {"gpu_type": "V100", "concurrency": 1})) == []
+    # Without Marlin the INT4 gain holds at batch 1-2 and is lost above (Marlin paper, chapter 03's erratum): the
+    # pitfall fires where the kernel is named as another one. vLLM 0.32 runs Marlin from compute capability 7.5
+    # (marlin_utils.py) and AWQ/GPTQ load only there: on a V100 INT4 does not load at all, so the batch-size pitfall
+    # makes no claim (the hardware table refuses the method); a T4 and an A100 have Marlin.
+    other = {"int4_kernel": "other"}
+    assert ids(conflicts_for(["int4_awq_marlin"], {**other, "concurrency": 64})) == ["int4_no_marlin_large_batch"]
+    assert ids(conflicts_for(["int4_awq_marlin"], {**other, "concurrency": 3})) == ["int4_no_marlin_large_batch"]
+    assert ids(conflicts_for(["int4_awq_marlin"], {**other, "concurrency": 2})) == []
+    assert ids(conflicts_for(["int4_awq_marlin"], {**other, "concurrency": 1})) == []
+    assert ids(conflicts_for(["int4_awq_marlin"], {"gpu_type": "V100", "concurrency": 64})) == []
+    assert not hardware.supports(hardware.capability("V100"), "int4_marlin")
     assert ids(conflicts_for(["int4_awq_marlin"], {"gpu_type": "T4", "concurrency": 64})) == []
     assert ids(conflicts_for(["int4_awq_marlin"], {"gpu_type": "A100", "concurrency": 64})) == []
 

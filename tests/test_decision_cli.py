@@ -55,7 +55,7 @@ def test_input_file_and_options_override_it(tmp_path, capsys):
     assert d["techniques"] == ["speculative_decoding"]
     assert [c["id"] for c in d["conflicts"]] == ["spec_quant", "paged_kv_spec"]
     assert json.loads(d["flags"][1]) == {"model": "tiny-draft", "num_speculative_tokens": 4}
-    d = json.loads(run(["--input", str(f), "--concurrency", "64", "--gpu-util", "0.2", "--json"], capsys)[1])
+    d = json.loads(run(["--input", str(f), "--concurrency", "64", "--queue-len", "20", "--json"], capsys)[1])
     assert d["techniques"] == ["continuous_batching"]
 
 
@@ -272,7 +272,7 @@ def test_our_json_lines_carry_their_requests_and_bounds(tmp_path, capsys):
 
 
 # ----------------------------------------------------------------- saturation named as saturation (issue 50)
-SAT_ARGS = ["--throughput-tok-s", "900", "--gpu-util", "0.4", "--slo-throughput-tok-s", "2000", "--concurrency", "64",
+SAT_ARGS = ["--throughput-tok-s", "900", "--gpu-util", "0.4", "--queue-len", "30", "--slo-throughput-tok-s", "2000", "--concurrency", "64",
             "--num-gpus", "8", "--gpu-type", "H100", "--target-rps", "20", "--json"]
 
 
@@ -357,6 +357,9 @@ def test_a_measured_ttft_p95_is_judged_with_the_model_predict_runs(capsys):
     d = json.loads(main_out([*MODEL_ARGS, "--ttft-p95-ms", f"{p.ttft_p95_ms / 3:.0f}", "--slo-tpot-p95-ms", "20"],
                             capsys)[1])
     assert not d["model"]["explains"] and "cannot explain" in d["model"]["summary"]
+    # the model cannot reproduce it: the next step says measure, with the gap, and names the tree's branch
+    assert d["next_step"].startswith("The model cannot explain this (ttft measured") and "measure" in d["next_step"]
+    assert f"branch {d['branch']}" in d["next_step"] and not d["flags"]
 
 
 def test_what_the_model_ranks_is_in_the_change_list_with_its_predicted_effect(capsys):
@@ -370,5 +373,10 @@ def test_what_the_model_ranks_is_in_the_change_list_with_its_predicted_effect(ca
     assert fp8["predicted"]["tpot_ms"] < d["model"]["predicted"]["tpot_ms"]
     assert d["flags"] == ["--quantization", "fp8"] and "performance model ranks first" in d["next_step"]
     assert "profile" not in d["next_step"]
+    # the recommendation names its decision-tree branch, the binding limit and how far the model is from the run
+    assert f"Decision tree branch {d['branch']}" in d["next_step"]
+    assert f"binding limit: {d['model']['binding_limit']}" in d["next_step"]
+    assert "the model reproduces the measurement (TPOT P95 (ms) measured 30 vs predicted" in d["next_step"]
+    assert "% off)" in d["next_step"]
     d = json.loads(main_out([*args, "--enforce-eager"], capsys)[1])   # --enforce-eager left on: free, first
     assert d["changes"][0]["id"] == "cuda_graphs" and d["flags_remove"] == ["--enforce-eager"]

@@ -29,6 +29,8 @@ def test_dry_run_writes_both_records(tmp_path):
     steps = r["decode_steps"]["rows"]
     assert [x["batch"] for x in steps] == [1, 4] and all(x["step_ms_measured_layers"] > 0 for x in steps)
     assert all(x["step_ms_full_model_estimate"] == pytest.approx(x["step_ms_per_layer"] * 32) for x in steps)
+    assert [x["tokens"] for x in r["roofs"]["gemm"]] == [1, 16] and r["roofs"]["copy"]["gb_s"] > 0
+    assert [x["batch"] for x in r["weight_stream"]["rows"]] == [1, 4] and r["weight_stream"]["cuda_graph"] is False
 
 
 def test_without_a_gpu_the_real_run_refuses_in_one_line(tmp_path):

@@ -5,14 +5,16 @@
   updated (shown on a temporary copy);
 - preservation + glossary: each translation keeps the numbers, inline code, flags, links and math of its
   English unit and uses the glossary's Chinese terms (and the checks reject a translation that does not);
-- the zh notebooks are exactly what ``python -m inferopt.i18n build`` writes: code cells and outputs equal
-  to the English notebooks', markdown translated;
+- the zh notebooks are exactly what ``python -m inferopt.i18n build`` writes: code cells equal to the English
+  notebooks', outputs the English run's translated through the catalog's templates (``inferopt.i18n.outputs``;
+  tests/test_i18n_outputs.py checks none is left in English), markdown translated;
 - runtime: ``tr``/``localize`` answer in the edition ``INFEROPT_EDITION`` (or the ``zh/`` folder) selects,
   every ``tr("...")`` of the package has a translation, a lab check's hint renders in Chinese.
 """
 from __future__ import annotations
 
 import ast
+import copy
 import json
 import re
 import shutil
@@ -23,7 +25,7 @@ import pytest
 from inferopt import i18n
 from inferopt.errors import CourseError
 from inferopt.i18n import build as b
-from inferopt.i18n import checks
+from inferopt.i18n import checks, outputs
 from inferopt.i18n.__main__ import main, unit_problems
 from inferopt.paths import REPO_ROOT
 
@@ -53,16 +55,32 @@ def _text(cell) -> str:
     return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
 
 
-def _code(nb: dict) -> list:
-    return [(_text(c), c.get("outputs"), c.get("execution_count")) for c in nb["cells"] if c["cell_type"] == "code"]
+def _outputs(cell) -> list:
+    """A code cell's outputs without their figure images (an image is drawn from the figure's JSON)."""
+    outs = copy.deepcopy(cell.get("outputs", []))
+    for o in outs:
+        o.get("data", {}).pop("image/png", None)
+        o.get("metadata", {}).pop("inferopt", None)
+        if isinstance(o.get("text"), list):                       # as nbformat stores it: a list of lines
+            o["text"] = "".join(o["text"])
+        for k, v in o.get("data", {}).items():
+            if isinstance(v, list) and all(isinstance(x, str) for x in v):
+                o["data"][k] = "".join(v)
+    return outs
+
+
+def _code(nb: dict, translate: bool = False) -> list:
+    return [(_text(c), _outputs(outputs.translate_outputs(copy.deepcopy(c)) if translate else c),
+             c.get("execution_count")) for c in nb["cells"] if c["cell_type"] == "code"]
 
 
 @pytest.mark.parametrize("nb", SOURCES, ids=IDS)
-def test_zh_code_cells_and_outputs_are_the_english_ones(nb):
+def test_zh_code_cells_are_the_english_ones_and_outputs_their_translation(nb, monkeypatch):
     zh = json.loads(b.zh_target(nb).read_text(encoding="utf-8"))
     english = REPO_ROOT / "labs" / nb.name if b.english_home(nb) == "labs" else nb
     en = json.loads(english.read_text(encoding="utf-8"))
-    assert _code(zh) == _code(en)
+    monkeypatch.setenv(i18n.ENV, "zh")
+    assert _code(zh) == _code(en, translate=True)
     assert [c["cell_type"] for c in zh["cells"]] == [c["cell_type"] for c in en["cells"]]
     first_md = next(c for c in zh["cells"] if c["cell_type"] == "markdown")
     assert "中文版说明" in _text(first_md)           # says where its outputs come from

@@ -186,9 +186,11 @@ def layer_of(module: str) -> str:
     """The layer of an inferopt module, as CONTRIBUTING.md's table lists them."""
     name = module.removeprefix("inferopt").lstrip(".")
     leaf = name.rpartition(".")[2]
-    if name in ("", "errors", "paths", "assets", "slo", "i18n", "i18n.prose", "figure_precision"):
-        # i18n: the editions' string lookup (i18n.prose: the same for asset prose, reads assets/ and locale/ only);
-        # figure_precision: the package's plotly renderer (imports nothing of ours)
+    if name in ("", "errors", "paths", "assets", "slo", "i18n", "i18n.prose", "i18n.outputs", "i18n.leftover",
+                "figure_precision"):
+        # i18n: the editions' string lookup (i18n.prose: the same for asset prose, reads assets/ and locale/ only;
+        # i18n.outputs: the same for what a cell prints, displays and draws, with i18n.leftover's English detector);
+        # figure_precision: the package's plotly renderer (imports nothing of ours but i18n.outputs)
         return "base"
     if name in PURE_PARSERS or name in STORED_READERS or name == "pacing":   # pacing: reads the notebooks' front matter
         return "engines"

@@ -177,7 +177,7 @@ def test_every_sized_action_flag_parses(vllm_parser):
                                                                      "concurrency": 12}, None, cpu),
         "spec_off": ({"ttft_p95_ms": 100, "tpot_p95_ms": 90, "spec_acceptance_rate": 0.1}, {"concurrency": 32},
                      ["speculative_decoding"], None),
-        "raise_concurrency": ({"ttft_p95_ms": 100, "tpot_p95_ms": 90, "gpu_util": 0.2}, {"concurrency": 64},
+        "raise_concurrency": ({"ttft_p95_ms": 100, "tpot_p95_ms": 90, "queue_len": 20}, {"concurrency": 64},
                               ["continuous_batching"], None),
         "smaller_prefill_chunks": ({"ttft_p95_ms": 100, "tpot_p95_ms": 30, "tpot_p99_ms": 900}, {"prompt_tokens": 1500},
                                    ["chunked_prefill"], {"gpu": "cpu"}),

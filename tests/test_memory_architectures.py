@@ -120,14 +120,20 @@ def test_unmodelled_configs_refused_in_one_line(patch, match):
     assert "\n" not in str(e.value)
 
 
-def test_sliding_window_refused_but_disabled_window_sized(tmp_path):
+def test_sliding_window_sized_by_vllm_and_disabled_window_sized(tmp_path):
     mistral_v01 = {"model_type": "mistral", "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
                    "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 32000,
                    "max_position_embeddings": 32768, "sliding_window": 4096}
     s = ms.spec_from_config(mistral_v01, name="mistral-7b-v0.1")
     assert s.sliding_window == 4096 and s.sliding_window_layers == 32
-    with pytest.raises(CourseError, match="sliding-window attention .* SlidingWindowSpec"):
-        m.calculate(s, "H100", max_model_len=8192)
+    with pytest.raises(CourseError, match="sizes a sliding-window model from its config.json"):
+        m.calculate(s, "H100", max_model_len=8192)                # no config.json to give vLLM: one line
+    # from its config.json, vLLM's own KV-cache code sizes it (vllm_oracle.runtime.kv_sizing): on an H100 (token
+    # budget 8192) a request of 8192 tokens holds cdiv(min(4095 + 8192, 8192), 16) + 1 = 513 blocks per layer
+    # (SlidingWindowSpec.max_memory_usage_bytes), not the 512 of full attention
+    r = m.calculate("tests/data/kv_configs/mistral-7b-v0.1.json", "H100", max_model_len=8192)
+    assert r.blocks_per_request == 513 and r.kv_groups == [["SlidingWindowSpec", 32]]
+    assert r.max_concurrency == pytest.approx(r.num_blocks / 513)
     # Qwen2.5 ships a sliding_window value with use_sliding_window false: full attention, sized
     assert ms.load_spec("qwen2.5-7b-instruct").sliding_window == 0
     gemma_like = dict(mistral_v01, sliding_window=4096, layer_types=["sliding_attention", "full_attention"] * 16)

@@ -2,17 +2,23 @@
 in measured_runs_h200.md beside it): the TTFT and TPOT error is recomputed here, on the rows the factors were
 fitted on and on the rows they were not, and must stay within stated bounds; the mechanism the model had
 before (every request of a closed loop in lockstep with the first burst) fails the TTFT bound."""
+import statistics
+
 import pytest
 
 from inferopt import assets
 from inferopt.performance import measured as M
 from inferopt.performance import predict as PR
+from inferopt.performance import profiles as P
 
 # held-out rows (70B at TP 1 and 4, every 8B run). Before the fix (a closed loop in lockstep with its first burst,
 # NVLink at the 900 GB/s of both directions, no per-call latency from the link): held-out TTFT median 165 %,
 # mean 305 %, TPOT median 16.5 %; fitted rows TTFT median 123 %. After: `python -m inferopt.performance.measured`
 HELD_OUT_TTFT_MEDIAN = 0.30
 HELD_OUT_TPOT_MEDIAN = 0.30
+# the 70B rows held out in the steady regime (TP 1 and 4). Without the TP workers' lockstep per step (tp_sync = 0)
+# their TPOT median was 9.4 % and the TP 4 rows' 15 % (predicted fast); with it 2.5 % and 2 %
+HELD_OUT_STEADY_70B_TPOT_MEDIAN = 0.06
 
 
 @pytest.fixture(scope="module")
@@ -55,5 +61,47 @@ def test_a_wrong_measurement_shows_up():
     assert bad.ttft_err > good.ttft_err + 0.5
 
 
-def test_the_stored_run_length_is_what_the_fit_gives():
-    assert M.fit() == PR.PROMPTS_PER_CONCURRENCY
+def test_the_stored_figures_are_what_the_fit_gives():
+    best = M.fit()
+    assert best["prompts_per_concurrency"] == PR.PROMPTS_PER_CONCURRENCY
+    assert best["tp_sync_us_per_doubling"] == P.profile("gpu").tp_sync_us_per_doubling
+
+
+def test_tp4_decode_no_longer_fast(errs):
+    """TP 4 is held out of the lockstep fit; without the per-step cost of the TP workers it was predicted fast."""
+    s = M.summary(errs)
+    assert s["held_out_steady:Llama-3.1-70B"]["tpot_median"] < HELD_OUT_STEADY_70B_TPOT_MEDIAN
+    tp4 = [r for r in M.runs() if r.tp == 4 and "70B" in r.model]
+    old = M.errors(P.profile("gpu").with_(tp_sync_us_per_doubling=0.0), rows=tp4)
+    new = [e for e in errs if e.run in tp4]
+    assert statistics.median(e.tpot_ms / e.run.tpot_ms for e in old) < 0.9       # the old model: >10 % fast
+    assert abs(statistics.median(e.tpot_ms / e.run.tpot_ms for e in new) - 1) < 0.06
+
+
+def test_over_roof_rows_are_flagged_and_the_flag_rejects_an_impossible_row(errs):
+    """A run that needs more than the roofs at 100 % did less work than stated; the 70B runs all fit under them."""
+    assert all(e.floor < 1 for e in errs if "70B" in e.run.model)
+    over = [e for e in errs if e.regime == "over_roof"]
+    assert over and all("8B" in e.run.model for e in over)
+    run = next(r for r in M.runs() if "70B" in r.model and r.tp == 2 and r.concurrency == 64)
+    fast = M.Run(**{**run.__dict__, "tpot_ms": run.tpot_ms / 3, "ttft_ms": run.ttft_ms / 3})
+    assert M.work_floor(run) < 1 < M.work_floor(fast)
+
+
+def test_kv_full_rows_are_flagged(errs):
+    kv = [e for e in errs if e.regime == "kv_full"]
+    assert kv and all(e.binding_limit == "kv_cache" for e in kv)
+    assert {(e.run.tp, e.run.concurrency) for e in kv} <= {(1, 32), (1, 64), (2, 64)}
+    s = M.summary(errs)
+    assert s["kv_full"]["n"] == len(kv) and s["all_steady"]["n"] == 81 - len(kv) - s["over_roof"]["n"]
+    # vLLM admits no waiting request in a step that preempted one; before the simulator followed that rule the
+    # KV-full rows thrashed (1,496 preemptions in one run) and their TPOT median error was 45 %, now 25 %
+    assert s["kv_full"]["tpot_median"] < 0.35
+
+
+def test_the_steady_held_out_rows_meet_blis_published_figures(errs):
+    """BLIS (inference-sim) reports a median inter-token error of 7 % and a mean TTFT error of 18 % on held-out
+    runs; on the held-out 70B rows the model reproduces (steady regime) the model is within both. The 8B rows are
+    not: most of them did less work than stated (over_roof), see measured_runs_h200.md."""
+    s = M.summary(errs)["held_out_steady:Llama-3.1-70B"]
+    assert s["tpot_median"] < 0.07 and s["ttft_mean"] < 0.18

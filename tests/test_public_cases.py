@@ -20,7 +20,8 @@ _MODEL = {c["id"]: c for c in yaml.safe_load((Path(__file__).parent / "data" / "
 for _c in DATA:
     if "input_from" in _c:
         _c["input"] = _MODEL[_c["input_from"]]["input"]
-        _c["source"] = _MODEL[_c["input_from"]]["source"] + " (tests/data/public_cases_model.yaml " + _c["input_from"] + ")"
+        _c["source"] = ((_c["source"] + "; ") if "source" in _c else "") + _MODEL[_c["input_from"]]["source"] + (
+            " (tests/data/public_cases_model.yaml " + _c["input_from"] + ")")
 KINDS = {"hardware", "cost", "start", "topology", "inputs", "plan", "sample", "saturation", "model"}
 
 
@@ -120,12 +121,16 @@ def check(case, ans, err) -> list[str]:
     conf = [c["id"] for c in ans.conflicts]
     bad += [f"pitfall {c} fires" for c in e.get("conflicts_lacks", []) if c in conf]
     bad += [f"pitfall {c} missing" for c in e.get("conflicts_has", []) if c not in conf]
+    bad += [f"no warning says {w!r}" for w in e.get("warnings_has", []) if not any(w in x for x in ans.warnings)]
     for tid, text in e.get("skipped_cites", {}).items():
         s = next((s for s in ans.skipped if s["id"] == tid), None)
         if s is None or text not in s["reason"]:
             bad.append(f"{tid} not skipped citing {text}")
     if "next_has" in e and e["next_has"] not in ans.next_step:
         bad.append(f"next step lacks {e['next_has']!r}")
+    bad += [f"next step lacks {t!r}" for t in e.get("next_has_all", []) if t not in ans.next_step]
+    if e.get("no_flags") and (ans.flags or ans.flags_remove):
+        bad.append(f"flags offered before the step is profiled: {ans.flags + ans.flags_remove}")
     if "next_lacks" in e and e["next_lacks"] in ans.next_step:
         bad.append(f"next step says {e['next_lacks']!r}")
     if "saturated" in e and (ans.saturation or {}).get("saturated") != e["saturated"]:
@@ -199,6 +204,8 @@ def test_the_checker_rejects_wrong_answers():
         ("p99-below-p95", {"error": "no such error"}),
         ("no-slo-set-one", {"next_has": "All SLOs are met"}),
         ("t4-int4-small-batch-has-marlin", {"conflicts_has": ["int4_no_marlin_large_batch"]}),
+        ("t4-int4-small-batch-has-marlin", {"warnings_has": ["does not load it on a T4"]}),
+        ("v100-int4-batch-16-no-marlin", {"conflicts_has": ["int4_no_marlin_large_batch"]}),   # the old answer
         ("start-remedy-order", {"change_order": ["start_tp", "start_kv_dtype", "start_max_model_len"]}),
         ("plan-writes-max-model-len", {"command_has": ["--pipeline-parallel-size"]}),
     ]
@@ -217,6 +224,11 @@ def test_the_checker_rejects_wrong_answers():
         ("model-eager-left-on", {"first_id": "speculative_decoding"}),   # the tree's answer before the model's joined
         ("model-tp8-for-a-gpu-sized-model", {"no_changes": True}),
         ("model-seq-cap-binds", {"no_changes": True}),
+        # before: the unexplained run got the tree's spec-decode flags and no gap; the ranked change named no
+        # branch, limit or fit
+        ("model-unexplained-measure-with-the-gap", {"first_flags": ["--speculative-config"]}),
+        ("model-unexplained-measure-with-the-gap", {"next_has": "Apply"}),
+        ("model-change-names-branch-limit-and-fit", {"next_lacks": "Decision tree branch"}),
     ]
     for cid, exp in wrong:
         case = {**by_id[cid], "expect": exp}

@@ -160,9 +160,14 @@ def decision_inputs(summary: dict, *, counters: dict | None = None, peak: dict |
     """The decision engine's ``metrics`` dict from one of our summaries (latencies in ms).
 
     ``memory_symptom``: vLLM does not crash when its KV space runs out - it queues and preempts
-    requests. By default the memory symptom (``oom``) is reported when the run saw preemptions."""
+    requests. By default the memory symptom (``oom``) is reported when the run saw preemptions.
+
+    The summary's ``completed`` (requests behind its percentiles) travels as ``requests``: the sample size the
+    diagnosis needs for an order-statistic verdict on a tail percentile (inferopt.diagnosis.sample)."""
     m = {k: summary[k] for k in ("ttft_p95_ms", "tpot_p95_ms", "ttft_p99_ms", "tpot_p99_ms", "throughput_tok_s")
          if k in summary and summary[k] is not None and not (isinstance(summary[k], float) and math.isnan(summary[k]))}
+    if summary.get("completed") is not None:
+        m["requests"] = int(summary["completed"])
     counters, peak = counters or {}, peak or {}
     if "vllm:num_preemptions_total" in counters:
         m["preemptions"] = int(counters["vllm:num_preemptions_total"])

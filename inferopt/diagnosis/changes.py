@@ -76,11 +76,24 @@ def with_model(changes: list, candidates: list) -> list:
                                       c["kind"] != "model"))
 
 
-def model_step(first: dict, base: dict) -> str:
-    """The next step when the first change is one the performance model ranks."""
+def fit_text(checks: list) -> str:
+    """How far the model's prediction lies from each measured figure: "TPOT P95 measured 22.4 vs predicted 21.0
+    (7 % off)"."""
+    name = {"tpot": "TPOT P95 (ms)", "ttft": "TTFT P95 (ms)", "throughput": "throughput (tok/s)"}
+    return ", ".join(f"{name.get(c['metric'], c['metric'])} measured {c['observed']:g} vs predicted "
+                     f"{c['predicted']:g} ({abs(c['ratio'] - 1):.0%} off)" for c in checks)
+
+
+def model_step(first: dict, base: dict, branch: str | None = None, branch_title: str | None = None,
+               checks: list | None = None) -> str:
+    """The next step when the first change is one the performance model ranks: the change, the decision tree's
+    branch and the binding limit it relieves, and how far the model lies from what was measured."""
     p = first["predicted"]
     change = " ".join(first["flags_add"]) or "remove " + " ".join(first["flags_remove"])
-    return (f"Apply one change the performance model ranks first: {first['name']} ({change}; predicted means, no queue: TTFT "
+    where = (f"Decision tree branch {branch} ({branch_title}); " if branch else "") + (
+        f"binding limit: {base['binding_limit']} ({base['why']}); the model reproduces the measurement "
+        f"({fit_text(checks or [])}). ")
+    return where + (f"Apply one change the performance model ranks first: {first['name']} ({change}; predicted means, no queue: TTFT "
             f"{base['ttft_ms']:.0f} -> {p['ttft_ms']:.0f} ms, TPOT {base['tpot_ms']:.1f} -> {p['tpot_ms']:.1f} ms, "
             f"{base['throughput_tok_s']:.0f} -> {p['throughput_tok_s']:.0f} tok/s) [{cost.label(first['cost_kind'])}]. "
             "Then run the same benchmark again and diagnose the new baseline.")

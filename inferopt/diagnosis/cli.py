@@ -31,19 +31,22 @@ def add_subcommand(subparsers) -> None:
     p.add_argument("--sweep", nargs="+", metavar="FILE",
                    help="a load sweep: the course's bench sweep JSON lines, or vllm bench serve results (one per "
                         "level); a flat top of completed requests/s is the throughput roof (saturation)")
-    for k, h in METRIC_FIELDS.items():
+    # the field texts are prose ("90 % confidence"): argparse formats help with %, so each % is escaped once here
+    metric, slo, work, dep = ({k: h.replace("%", "%%") for k, h in d.items()}
+                              for d in (METRIC_FIELDS, SLO_FIELDS, WORKLOAD_FIELDS, DEPLOYMENT_FIELDS))
+    for k, h in metric.items():
         if k == "oom":
             p.add_argument("--oom", action="store_true", default=None, help=h)
         else:
             p.add_argument(_opt(k), type=float, dest=f"m_{k}", help=h)
-    for k, h in SLO_FIELDS.items():
+    for k, h in slo.items():
         p.add_argument("--slo-" + k.replace("_", "-"), type=float, dest=f"s_{k}", help=h)
-    for k, h in WORKLOAD_FIELDS.items():
+    for k, h in work.items():
         extra = {"choices": DRAFT_DTYPES} if k == "draft_dtype" else {"choices": INT4_KERNELS} if k == "int4_kernel" else {}
         p.add_argument(_opt(k), dest=f"w_{k}", type=str if k in ("gpu_type", "draft_model", "draft_dtype", "int4_kernel") else float,
                        help=h, **extra)
     g = p.add_argument_group("deployment (joins the memory calculator in)")
-    for k, h in DEPLOYMENT_FIELDS.items():
+    for k, h in dep.items():
         if k == "enforce_eager":
             g.add_argument(_opt(k), dest=f"d_{k}", action="store_const", const=True, default=None, help=h)
             continue
@@ -125,10 +128,19 @@ def _run_cli(args) -> int:
     if args.on is not None:
         on = [] if args.on.strip().lower() == "none" else args.on
     d = diagnose(metrics, slos, workload, on, deployment or None, sweep)
+    # vLLM's own config classes on the deployment's command and on each change it emits (vllm_oracle.runtime)
+    from inferopt.vllm_oracle.runtime import change_lines, check_diagnosis
+
+    d.vllm = check_diagnosis(deployment or None, d)
     if args.json:
         print(d.to_json())
     else:
         from inferopt.i18n.prose import prose
 
+        lines = change_lines(d.vllm)
+        if lines and d.vllm["verdict"].get("ok") is False:       # vLLM would not start it: its refusal first
+            print(lines[0])
+            lines = []
         print("\n".join(prose(line) for line in format_text(d).splitlines()))   # asset prose in the edition's language
+        print("\n".join(lines))
     return 0

@@ -114,7 +114,7 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None, 
     mem = _memory_view(dep, w) if dep is not None else None
     mem_out = None if mem is None else {k: v for k, v in mem.items() if not k.startswith("_")}
     facts = _facts(b, w, thresholds, on, mem, dep)
-    warnings = []
+    warnings = _refused_on_this_gpu(on_list, w, dep, techs)
     failing, not_checked = _metric_checks(b, s, thresholds["tail_ratio"])
     failing_from_memory(b, mem, facts, failing, warnings)
     short = _saturation.failing_goodput(sat, w)
@@ -151,11 +151,39 @@ def diagnose(metrics, slos, workload=None, techniques_on=None, deployment=None, 
         changes = _changes.with_model(changes, model["candidates"])
         if changes[0]["kind"] == "model":
             flags, flags_remove = list(changes[0]["flags_add"]), list(changes[0]["flags_remove"])
-            nxt = _changes.model_step(changes[0], model["predicted"]) + _not_checked_text(not_checked)
+            nxt = _changes.model_step(changes[0], model["predicted"], branch_id, branch["title"],
+                                      model.get("checks")) + _not_checked_text(not_checked)
+    elif model.get("ran") and not model.get("explains"):   # the model cannot reproduce it: measure, with the gap
+        flags, flags_remove = [], []                       # no flag change until the step is profiled
+        nxt = (model["summary"][0].upper() + model["summary"][1:] + f". The decision tree's branch {branch_id} "
+               f"({branch['title']}) is where to look once the step is profiled." + _not_checked_text(not_checked))
+    # VLLM-ORACLE CALL SITE (issue 50; inferopt/vllm_oracle/ is another helper's scope): the one place where the
+    # emitted command (`flags` / `flags_remove` on the deployment `dep`) is final; check it with vLLM's config
+    # classes here, before the Diagnosis is built, and show a refusal first.
     return Diagnosis(branch_id, branch["title"], worst, failing, branches_failing, walk.path, walk.matched,
                      [r["id"] for r in walk.recs], walk.recs, walk.actions, walk.already, walk.skipped, conflicts,
                      flags, flags_remove, nxt, sorted(on_list), changes, not_checked, walk.undecided,
                      signals_of(facts), mem_out, warnings, model=model, sample=sample, saturation=sat)
+
+
+def _refused_on_this_gpu(on_list, w, dep, techs) -> list[str]:
+    """A technique said to be in force that vLLM 0.32 does not load on the named GPU (its hardware need's rule of
+    assets/hardware_rules.yaml fails there): one line each, so a pitfall about how it runs is not the answer."""
+    from inferopt.planning import hardware
+
+    gname = w.gpu_type or (dep.gpu if dep is not None and dep.gpu and not dep.on_cpu else None)
+    gpu = knowledge.gpu_info(gname) if gname else None
+    cc = gpu["compute_capability"] if gpu else None
+    if not cc:
+        return []
+    needs = knowledge.load("techniques")["hardware_needs"]
+    out = []
+    for tid in on_list:
+        need = needs.get(techs[tid].hardware) if tid in techs else None
+        if need and need.get("rule") and not hardware.supports(cc, need["rule"]):
+            out.append(f"{techs[tid].name} is listed as in force, but vLLM 0.32 does not load it on a {gname} "
+                       f"(compute capability {cc:.1f}; it needs {need['text']}): take it off, or use a GPU that has it")
+    return out
 
 
 def conflicts_for(techniques_on, workload=None) -> list:

@@ -113,7 +113,7 @@ def _facts(b: Baseline, w: Workload, thresholds: dict, on=(), mem: dict | None =
         "gpu_fp8_compute": hardware.supports(cc, "fp8_w8a8"),
         "gpu_fp8_weights": hardware.supports(cc, "fp8_w8a16"),
         "gpu_marlin": gpu_marlin,
-        "int4_marlin": (w.int4_kernel == "marlin") if w.int4_kernel is not None else gpu_marlin,
+        "int4_marlin": (w.int4_kernel == "marlin") if w.int4_kernel is not None else (gpu_marlin or None),
         "weights_fit": weights_fit, "gpu_memory_gib": gpu_mem,
         "long_prompt_interferes": None if w.prompt_tokens is None or batched is None else w.prompt_tokens > batched,
         "max_num_batched_tokens": batched, "max_num_seqs": seqs,

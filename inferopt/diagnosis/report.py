@@ -37,6 +37,7 @@ class Diagnosis:
     model: dict | None = None            # the performance model's view (diagnosis/model_view.py)
     sample: dict = field(default_factory=dict)   # requests measured and each tail verdict (diagnosis/sample.py)
     saturation: dict | None = None       # the sweep's throughput roof and the fleet (diagnosis/saturation.py)
+    vllm: dict | None = None             # the CLI's vLLM verdicts on the commands (vllm_oracle.runtime.check_changes)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -136,7 +137,8 @@ def format_text(d: Diagnosis) -> str:
     for s in d.skipped:
         lines.append(f"  skipped {s['id']}: {s['reason']}")
     for c in d.conflicts:
-        lines.append(f"  conflict [{c['severity']}] {c['title']}: {c['advice']} (avoid with: {' '.join(c['avoid_flags'])})")
+        avoid = f" (avoid with: {' '.join(c['avoid_flags'])})" if c["avoid_flags"] else ""   # 3.4: none in vLLM 0.32
+        lines.append(f"  conflict [{c['severity']}] {c['title']}: {c['advice']}{avoid}")
     for x in d.not_checked:
         lines.append(f"  not checked: {x['metric']} ({x['why']})")
     for x in d.warnings:

@@ -125,6 +125,12 @@ def _templates(language: str) -> list[tuple[re.Pattern, re.Pattern, str]]:
     return [(w, f, s) for _n, w, f, s in out]
 
 
+def fill_template(template: str, values: dict) -> str:
+    """``template`` with each ``{name}`` of ``values`` replaced; every other brace kept as written (a quoted JSON
+    object, a Prometheus ``{{ $labels.instance }}``), unlike ``str.format``."""
+    return _FIELD.sub(lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0), template)
+
+
 def localize(message: str, _depth: int = 0) -> str:
     """A composed English message in the current edition: a whole-message template of the catalog if
     one matches, else every fragment template (literal text at both ends) replaced where it occurs."""
@@ -137,7 +143,7 @@ def localize(message: str, _depth: int = 0) -> str:
     templates = _templates(lang)
 
     def fill(m, s):
-        return s.format(**{k: localize(v, _depth + 1) for k, v in m.groupdict().items()})
+        return fill_template(s, {k: localize(v, _depth + 1) for k, v in m.groupdict().items()})
 
     for whole, _frag, msgstr in templates:
         m = whole.fullmatch(message)

@@ -10,11 +10,16 @@
                    old English kept as ``#| msgid``; new units: empty; removed units: obsolete)
   assets-update    merge locale/zh_CN/LC_MESSAGES/assets.po with the learner-visible prose of assets/ (inferopt.i18n.prose)
   assets-check     every learner-visible asset string has a Chinese translation that keeps its numbers, flags, code
+  outputs-todo [NB ...]   the printed lines still English in the zh notebooks, as catalog templates to translate
+                   (numbers as {vN}); add each with its Chinese to locale/zh_CN/LC_MESSAGES/inferopt.po, then build
+  outputs-count [NB ...]  the English sentences (4+ English words in a row) and their words a learner meets in
+                   the stored outputs and figures of the zh notebooks (vLLM's own log lines excepted), per notebook
 """
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from inferopt import i18n
 from inferopt.errors import CourseError
@@ -57,6 +62,8 @@ def main(argv=None) -> int:
     sub.add_parser("diff").add_argument("notebook")
     sub.add_parser("assets-update")
     sub.add_parser("assets-check")
+    sub.add_parser("outputs-count").add_argument("notebooks", nargs="*")
+    sub.add_parser("outputs-todo").add_argument("notebooks", nargs="*")
     a = ap.parse_args(argv)
     try:
         if a.cmd == "build":
@@ -86,6 +93,33 @@ def main(argv=None) -> int:
                       f"of locale/zh_CN/LC_MESSAGES/{prose.DOMAIN}.po")
                 return 1
             print(f"every learner-visible asset string ({len(prose.english())}) has a current Chinese translation")
+            return 0
+        if a.cmd == "outputs-count":
+            from inferopt.i18n import outputs
+
+            paths = a.notebooks or [b.zh_target(nb) for nb in b.sources()]
+            counts = outputs.count(paths)
+            for p, c in counts.items():
+                shown = Path(p).resolve()
+                shown = shown.relative_to(REPO_ROOT) if shown.is_relative_to(REPO_ROOT) else shown
+                print(f"{shown}: {c['runs']} English sentence(s), "
+                      f"{c['words']} word(s)")
+            print(f"total: {sum(c['runs'] for c in counts.values())} English sentence(s), "
+                  f"{sum(c['words'] for c in counts.values())} word(s) in the stored outputs and figures")
+            return 0
+        if a.cmd == "outputs-todo":
+            import json
+
+            from inferopt.i18n import outputs
+
+            n = 0
+            for nb in [b.source_of(x) for x in a.notebooks] or b.sources():
+                todo = outputs.missing_templates(json.loads(nb.read_text(encoding="utf-8")),
+                                                 json.loads(b.zh_target(nb).read_text(encoding="utf-8")))
+                for template, place in todo.items():
+                    print(f"{b.domain(nb)} {place}\n  msgid {json.dumps(template, ensure_ascii=False)}")
+                n += len(todo)
+            print(f"{n} line(s) need a Chinese template")
             return 0
         if a.cmd == "diff":
             print(b.diff_text(b.source_of(a.notebook)))

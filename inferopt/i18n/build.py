@@ -4,9 +4,11 @@ Sources: every English notebook of ``chapters/`` and ``solutions/`` (their MyST 
 cells). Translations: one gettext file per notebook, ``locale/zh_CN/LC_MESSAGES/<folder>/<stem>.po``,
 keyed by the English unit (``inferopt.i18n.units``). Output:
 
-- ``zh/chapters/<stem>.ipynb``: the English notebook with its markdown translated; code cells, their
-  outputs and execution counts copied unchanged (outputs are the English run's, which CI checks with
-  strict nbval; a note at the top says so), relative links re-pointed from ``zh/``;
+- ``zh/chapters/<stem>.ipynb``: the English notebook with its markdown translated; code cells and execution
+  counts copied unchanged; the outputs are the English run's (which CI checks with strict nbval), translated
+  through the runtime catalog's templates (``inferopt.i18n.outputs``: the English line's values carried into
+  the Chinese template, the same lookup a learner's Chinese kernel applies when it re-runs the cell), figures'
+  images re-rendered where a figure's text changed; relative links re-pointed from ``zh/``;
 - ``zh/labs/<stem>.ipynb``: the translated solution turned into a lab exactly as ``make labs`` does.
 
 ``stale()`` lists every English unit whose translation is missing, fuzzy or empty (the drift check);
@@ -246,12 +248,59 @@ def _note(nb: Path, is_lab: bool) -> str:
     rel = Path(nb).resolve().relative_to(REPO_ROOT)
     english = f"../../{'labs/' + rel.name if is_lab else rel}"
     if is_lab:
-        return (f"> **中文版说明**：本练习由英文版 [`labs/{rel.name}`]({english}) 加翻译生成"
-                f"（`python -m inferopt.i18n build`）。代码单元与英文版逐字相同；代码打印的文字大多是英文，"
-                "组件和检查提示显示中文。")
+        return (f"> **中文版说明**：本实验由英文版 [`labs/{rel.name}`]({english}) 加翻译生成"
+                f"（`python -m inferopt.i18n build`）。代码单元格与英文版逐字相同；自己运行时，打印的说明、"
+                "交互控件和检查提示按中文模板显示（vLLM 自己的日志保持原样）。")
     return (f"> **中文版说明**：本页由英文版 [`{rel}`]({english}) 加翻译生成（`python -m inferopt.i18n build`）。"
-            "代码单元与英文版逐字相同；单元格里保存的输出来自英文版的同一次运行（CI 以严格的 nbval 复核），"
-            "所以打印出的文字是英文。自己运行时，组件和检查提示显示中文。")
+            "代码单元格与英文版逐字相同；保存的输出来自英文版的同一次运行（CI 以严格的 nbval 复核），"
+            "按同一套中文模板填入这次运行的数值。自己运行时，打印的说明、图表、交互控件和检查提示同样显示中文；"
+            "vLLM 自己的日志保持原样。")
+
+
+def _stored_images(target: Path) -> dict[str, dict]:
+    """{figure key: its image output fields} of the Chinese notebook now on disk (images are kept, not redrawn)."""
+    from inferopt.nbtools import PLOTLY_MIME, figure_key
+
+    if not Path(target).exists():
+        return {}
+    out = {}
+    for cell in _load(target)["cells"]:
+        for o in cell.get("outputs", []):
+            data = o.get("data", {})
+            if PLOTLY_MIME in data and "image/png" in data:
+                out[figure_key(data[PLOTLY_MIME])] = {"png": data["image/png"], "meta": o.get("metadata", {})}
+    return out
+
+
+def _translated_outputs(cell: dict, old_png: dict[str, dict]) -> None:
+    """A code cell's outputs in Chinese (``outputs.translate_outputs``); a figure whose text changed keeps the
+    image drawn for it before if there is one, else loses its stale English image (``build`` draws it)."""
+    from inferopt import i18n
+    from inferopt.i18n import outputs
+    from inferopt.nbtools import PLOTLY_MIME, figure_key
+
+    before = os.environ.get(i18n.ENV)
+    os.environ[i18n.ENV] = "zh"
+    try:
+        outputs.translate_outputs(cell)
+    finally:
+        if before is None:
+            os.environ.pop(i18n.ENV, None)
+        else:
+            os.environ[i18n.ENV] = before
+    for o in cell.get("outputs", []):
+        data = o.get("data", {})
+        if PLOTLY_MIME not in data or "image/png" not in data:
+            continue
+        key = figure_key(data[PLOTLY_MIME])
+        if o.get("metadata", {}).get("inferopt", {}).get("png_of") == key:
+            continue
+        if key in old_png:
+            data["image/png"] = old_png[key]["png"]
+            o["metadata"] = copy.deepcopy(old_png[key]["meta"])
+        else:
+            del data["image/png"]
+            o.get("metadata", {}).pop("inferopt", None)
 
 
 def translate_notebook(nb: Path, table: dict[str, str] | None = None) -> tuple[dict, list[str]]:
@@ -262,7 +311,11 @@ def translate_notebook(nb: Path, table: dict[str, str] | None = None) -> tuple[d
     out = copy.deepcopy(data)
     out.get("metadata", {}).pop("jupytext", None)
     missing, first = [], True
+    old_png = _stored_images(zh_target(nb))
     for cell in out["cells"]:
+        if cell["cell_type"] == "code":
+            _translated_outputs(cell, old_png)
+            continue
         if cell["cell_type"] != "markdown":
             continue
         parts = blocks(_src(cell))
@@ -301,9 +354,21 @@ def build(paths=None) -> tuple[list[Path], dict[str, int]]:
         if not target.exists() or target.read_text(encoding="utf-8") != text:
             target.write_text(text, encoding="utf-8")
             written.append(target)
+            _draw_images(target)
         if missing:
             left[domain(nb)] = len(missing)
     return written, left
+
+
+def _draw_images(target: Path) -> None:
+    """Draw the image of every figure whose Chinese text has none yet (its English one was stale)."""
+    from inferopt.nbtools import PLOTLY_MIME, add_images
+
+    data = _load(target)
+    if any(PLOTLY_MIME in o.get("data", {}) and "image/png" not in o.get("data", {})
+           for c in data["cells"] for o in c.get("outputs", [])):
+        if add_images(data):
+            target.write_text(_dumps(clean(data)), encoding="utf-8")
 
 
 def out_of_date() -> list[str]:

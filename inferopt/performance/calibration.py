@@ -220,6 +220,7 @@ def _entry(p: P.Profile) -> str:
               f"    per_seq_step_us: {p.per_seq_step_us}", f"    allreduce_latency_us: {p.allreduce_latency_us}",
               f"    overlap: {'true' if p.overlap else 'false'}",
               f"    closed_loop_spread: {'true' if p.closed_loop_spread else 'false'}",
+              *([f"    tp_sync_us_per_doubling: {p.tp_sync_us_per_doubling}"] if p.tp_sync_us_per_doubling else []),
               f"    frontend: {{per_request_ms: {p.frontend_per_request_ms}, per_token_us: {p.frontend_per_token_us}}}"]
     err = ", ".join(f"{m}: {{median: {v['median']}, worst: {v['worst']}, n: {v['n']}}}" for m, v in p.error.items())
     lines.append(f"    error: {{{err}}}")
@@ -235,7 +236,9 @@ HEADER = """# The performance model's factors (inferopt/performance/profiles.py 
 # Stated, not fitted: the GPU's per-sequence cost, eager_launch_us_per_layer (~12 kernel launches of ~5 us per
 # layer without CUDA graphs) and the front-end's per-token cost. A GPU of the catalog takes its all-reduce's
 # bandwidth per direction, latency per call and efficiency from assets/gpus.yaml `links` (cited); the profile's
-# allreduce_latency_us and network efficiency serve only a device outside the catalog.
+# allreduce_latency_us and network efficiency serve only a device outside the catalog. The GPU's
+# tp_sync_us_per_doubling (per step, x log2(tp): the executor keeping its TP workers in lockstep) is fitted on the
+# measured TP 2 and TP 8 runs with the run length (python -m inferopt.performance.measured --fit); TP 4 is held out.
 profiles:
 """
 

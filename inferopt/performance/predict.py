@@ -244,7 +244,8 @@ def predict(model, gpu: str, *, input_tokens: int, output_tokens: int, concurren
                            gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
                            kv_cache_memory_bytes=kv_cache_memory_bytes, max_num_batched_tokens=budget,
                            max_num_seqs=seqs, enforce_eager=enforce_eager)
-    engine = Engine(spec, roof, prof, tp=tp, pp=pp, weights=fmt, kv_dtype_bytes=kvb, enforce_eager=enforce_eager)
+    engine = Engine(spec, roof, prof, tp=tp, pp=pp, weights=fmt, kv_dtype_bytes=kvb, enforce_eager=enforce_eager,
+                    scheduler_steps=num_scheduler_steps)
     cfg = SchedulerConfig(seqs, budget, int(mem.kv_cache_tokens), mem.block_size, enable_chunked_prefill,
                           float(prefix_hit_fraction), int(api_server_count))
     per_conc = None if concurrency is None else max(1, math.ceil(concurrency / replicas))
@@ -347,17 +348,50 @@ def add_subcommand(subparsers) -> None:
     p.set_defaults(func=_cli)
 
 
+def _oracle(args: argparse.Namespace):
+    """vLLM's verdict (inferopt.vllm_oracle.runtime) on the command the prediction is for, and its notes."""
+    from inferopt.planning.model_specs import model_index
+    from inferopt.vllm_oracle.runtime import check_command, check_request, precision_flags
+
+    m = model_index().get(args.model)
+    checkpoint = m["hf_id"] if m else str(args.model)
+    argv, notes = ["vllm", "serve", checkpoint], []
+    try:
+        argv += precision_flags(checkpoint, args.weights)
+    except CourseError as exc:
+        notes.append(f"--weights {args.weights}: {exc}")
+    for flag, value, default in (("--tensor-parallel-size", args.tp, 1), ("--pipeline-parallel-size", args.pp, 1),
+                                 ("--kv-cache-dtype", args.kv_dtype, "auto"),
+                                 ("--max-num-seqs", args.max_num_seqs, None),
+                                 ("--max-num-batched-tokens", args.max_num_batched_tokens, None),
+                                 ("--max-model-len", args.max_model_len, None),
+                                 ("--kv-cache-memory-bytes", args.kv_cache_memory_bytes, None)):
+        if value is not None and value != default:
+            argv += [flag, str(value)]
+    argv += ["--no-enable-chunked-prefill"] if args.no_enable_chunked_prefill else []
+    argv += ["--enforce-eager"] if args.enforce_eager else []
+    v = check_command(argv, gpu=args.gpu).require()      # vLLM's refusal first, in its one line
+    if v.ok:
+        check_request(args.input_tokens, args.output_tokens, v.resolved["max_model_len"],
+                      "--max-model-len" if args.max_model_len else "the model's derived maximum")
+    return v, notes
+
+
 def _cli(args: argparse.Namespace) -> int:
+    oracle, notes = _oracle(args)
+    left = oracle.left_out
+    seqs = args.max_num_seqs or left.get("--max-num-seqs", (None,))[0]      # vLLM's own, where the user left it out
+    budget = args.max_num_batched_tokens or left.get("--max-num-batched-tokens", (None,))[0]
     pr = predict(args.model, args.gpu, input_tokens=args.input_tokens, output_tokens=args.output_tokens,
                  concurrency=args.concurrency, request_rate=args.request_rate, num_gpus=args.num_gpus, tp=args.tp,
                  pp=args.pp, weights=args.weights, kv_dtype=args.kv_dtype, dtype=args.dtype,
-                 max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
+                 max_num_seqs=seqs, max_num_batched_tokens=budget,
                  enable_chunked_prefill=not args.no_enable_chunked_prefill, prefix_hit_fraction=args.prefix_hit,
                  enforce_eager=args.enforce_eager, gpu_memory_utilization=args.gpu_memory_utilization,
                  max_model_len=args.max_model_len, kv_cache_memory_bytes=args.kv_cache_memory_bytes,
                  api_server_count=args.api_server_count, num_requests=args.num_requests)
     if args.json:
-        print(json.dumps(pr.as_dict(), indent=2, sort_keys=True))
+        print(json.dumps({**pr.as_dict(), "vllm": {**oracle.as_dict(), "notes": notes}}, indent=2, sort_keys=True))
         return 0
     band = pr.error_band.get("tpot", {})
     print(f"TTFT mean {pr.ttft_ms:.0f} ms (P95 {pr.ttft_p95_ms:.0f}), TPOT mean {pr.tpot_ms:.1f} ms "
@@ -368,4 +402,8 @@ def _cli(args: argparse.Namespace) -> int:
     if band.get("median_rel") is not None:
         print(f"error band (calibration, runs not fitted): TPOT median {band['median_rel']:.0%}, "
               f"worst {band['worst_rel']:.0%} over {band['n_runs']} runs")
+    print(" ".join(oracle.argv))
+    from inferopt.i18n import localize
+
+    print("\n".join(oracle.lines() + [localize(n) for n in notes]))
     return 0

@@ -6,7 +6,8 @@ in its prefill gets the next chunk of its prompt (chunked prefill), all within t
 than ``--max-num-seqs`` run, the budget has room (without chunked prefill a whole prompt must fit) and
 the KV cache has free blocks. When a decoding request needs a block and none is free, the most recently
 admitted request is preempted (vLLM's recompute: its blocks are freed and it waits again, its prompt
-and the tokens it had produced to be prefilled anew). Prefix-cache hits: a share of each prompt is
+and the tokens it had produced to be prefilled anew), and no waiting request is admitted in that step (vLLM
+V1's rule: vllm/v1/core/sched/scheduler.py, Scheduler.schedule). Prefix-cache hits: a share of each prompt is
 already cached (one shared copy), so only the rest is prefilled.
 
 The step takes ``Engine.step_time`` (the per-kernel roofline with the profile's factors), or the
@@ -239,9 +240,11 @@ def simulate(engine: Engine, cfg: SchedulerConfig, wl: Workload) -> SimResult:
         budget = cfg.max_num_batched_tokens
         n_dec = len(decoding)
         # KV room for this step's decode tokens (one each); preempt the newest until it fits
+        preempted_now = res.preemptions
         while n_dec and blocks_of(used_tokens + n_dec, n_admitted_dec) > cap_blocks and preempt_last():
             n_dec = len(decoding)
             n_admitted_dec = len(decoding) + len(prefilling)
+        preempted_now = res.preemptions > preempted_now
         budget -= n_dec
         chunks: list[tuple[_Req, int]] = []
         for r in prefilling:
@@ -255,7 +258,11 @@ def simulate(engine: Engine, cfg: SchedulerConfig, wl: Workload) -> SimResult:
             used_tokens += n
             budget -= n
         admitted = 0
-        while waiting and budget > 0 and len(decoding) + len(prefilling) + admitted < cfg.max_num_seqs:
+        # vLLM admits no waiting request in a step that preempted one (vllm/v1/core/sched/scheduler.py:
+        # Scheduler.schedule, "Next, schedule the WAITING requests. if not preempted_reqs"): else the request just
+        # preempted would be admitted again at once, and the cache thrash
+        while (not preempted_now and waiting and budget > 0
+               and len(decoding) + len(prefilling) + admitted < cfg.max_num_seqs):
             r = waiting[0]
             left = r.prompt + r.recompute
             n = min(left, budget) if cfg.enable_chunked_prefill else (left if left <= budget else 0)

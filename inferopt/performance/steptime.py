@@ -5,10 +5,13 @@ with a :class:`~inferopt.performance.profiles.Profile`'s efficiency factors and 
 precision, eager or CUDA graphs) and answers :meth:`Engine.step` for a step's composition: decode
 requests and their mean context, prefill tokens and the requests they belong to. The overhead kernel
 is ``step_overhead_ms`` + (eager: ``eager_launch_us_per_layer`` x layers per stage) +
-``per_seq_step_us`` x sequences in the step.
+``per_seq_step_us`` x sequences in the step + (TP > 1) ``tp_sync_us_per_doubling`` x log2(tp): the executor's
+broadcast of each step to its TP workers and their lockstep (see :mod:`inferopt.performance.profiles`; with
+vLLM 0.6's multi-step scheduling one broadcast serves ``scheduler_steps`` steps).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from inferopt.performance.profiles import Profile
@@ -26,12 +29,14 @@ class Engine:
     weights: str = "bf16"
     kv_dtype_bytes: float = 2.0
     enforce_eager: bool = False
+    scheduler_steps: int = 1      # vLLM 0.6's --num-scheduler-steps: one broadcast to the workers per k steps
 
     @property
     def fixed_overhead_s(self) -> float:
         p = self.profile
         eager = p.eager_launch_us_per_layer * self.spec.num_layers / self.pp if self.enforce_eager else 0.0
-        return (p.step_overhead_ms * 1e3 + eager) * 1e-6
+        sync = p.tp_sync_us_per_doubling * math.log2(self.tp) / self.scheduler_steps if self.tp > 1 else 0.0
+        return (p.step_overhead_ms * 1e3 + eager + sync) * 1e-6
 
     def step(self, decode_batch: int, context_tokens: float = 0.0, prefill_tokens: int = 0,
              prefill_context: float = 0.0, prefill_requests: int = 0) -> R.StepRoofline:

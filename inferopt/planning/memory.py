@@ -205,6 +205,27 @@ def weight_bytes(spec: ModelSpec, weight_format: str, int4_group_size: int = 128
             "linear_kept_16bit": kept, "format": fmt}
 
 
+def lora_slot_bytes(spec: ModelSpec, tp: int = 1, max_lora_rank: int = 16, dtype_bytes: int = 2,
+                    layers: int | None = None) -> int:
+    """Bytes one LoRA slot takes on one GPU: vLLM allocates, at start-up, for each of ``--max-loras`` slots the
+    A and B matrices of rank ``--max-lora-rank`` beside every decoder linear layer (vllm/lora/layers/base_linear.py
+    and column_parallel_linear.py ``create_lora_weights``: ``lora_a_stacked`` max_loras x rank x input per slice,
+    ``lora_b_stacked`` max_loras x output x rank; column-parallel layers keep the full input and split the output
+    by TP, row-parallel ones the reverse), in the model dtype (LoRAConfig.lora_dtype auto). Counted: the QKV
+    projection (3 slices), the attention output, gate/up (2 slices) and down of a dense MLP; experts' LoRA (MoE)
+    and the embedding / LM-head slots some models add are not."""
+    if spec.is_mla:
+        raise CourseError(f"{spec.name}: LoRA slots of MLA attention are not sized by this calculator; read the "
+                          "memory the engine's start-up log gives with --enable-lora")
+    h, r = spec.hidden_size, max_lora_rank
+    q, kv = spec.num_attention_heads * spec.head_dim // tp, spec.kv_heads_per_gpu(tp) * spec.head_dim
+    inter = spec.intermediate_size // tp
+    qkv = 3 * r * h + (q + 2 * kv) * r          # column-parallel, 3 slices: A r x hidden each, B out/TP x r
+    o = r * q + h * r                           # row-parallel: A r x in/TP, B hidden x r
+    mlp = 0 if spec.is_moe else (2 * r * h + 2 * inter * r) + (r * inter + h * r)
+    return (qkv + o + mlp) * (spec.num_layers if layers is None else layers) * dtype_bytes
+
+
 def check_tp(spec: ModelSpec, tp: int) -> None:
     """Raise CourseError unless TP splits the heads the way vLLM requires."""
     if not (isinstance(tp, int) and tp >= 1):
@@ -269,6 +290,10 @@ class MemoryResult:
     kv_latent: bool = False            # MLA: one latent per token and layer instead of K and V heads
     pp: int = 1                        # pipeline-parallel stages (GPUs in all: tp x pp)
     pp_stage_layers: list[int] | None = None   # decoder layers per stage (get_pp_indices); None for PP=1
+    kv_groups: list | None = None      # sliding-window / hybrid: vLLM's KV-cache groups [[spec kind, layers], ...]
+    lora_gib_per_gpu: float = 0.0      # --max-loras slots of --max-lora-rank (lora_slot_bytes), beside the weights
+    max_loras: int = 0
+    max_lora_rank: int = 16
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -298,10 +323,14 @@ class MemoryResult:
                 t.append(("runtime buffer", f"{self.runtime_buffer_gib:.2f} GiB",
                           "flat: the original chapter's assumption" if rt.get("mode") == "original-5gb"
                           else "flat (given): activations, CUDA graphs, context"))
+        if self.max_loras:
+            t.append(("LoRA slots", f"{self.lora_gib_per_gpu:.2f} GiB",
+                      f"{self.max_loras} x rank {self.max_lora_rank} A and B beside every linear layer"))
+        lora = " - LoRA slots" if self.max_loras else ""
         t += [
             ("KV budget per GPU", f"{self.kv_budget_gib_per_gpu:.3f} GiB",
-             ("usable - weights - runtime memory" if (self.runtime or {}).get("mode") == "model"
-              else "usable - weights - buffer") if self.usable_gib_per_gpu is not None
+             ("usable - weights - runtime memory" + lora if (self.runtime or {}).get("mode") == "model"
+              else "usable - weights - buffer" + lora) if self.usable_gib_per_gpu is not None
              else "explicit (--kv-cache-memory-bytes)"),
             ("KV heads per GPU", f"{self.kv_heads_per_gpu}",
              "one latent head (MLA), the same on every TP rank" if self.kv_latent
@@ -317,7 +346,9 @@ class MemoryResult:
              f"page x {max(self.pp_stage_layers)} layers (largest of the PP stages {self.pp_stage_layers})"),
             ("blocks", f"{self.num_blocks:,}", "KV budget // bytes per block"),
             ("blocks per request", f"{self.blocks_per_request}",
-             f"ceil({self.max_model_len} / {self.block_size})"),
+             f"ceil({self.max_model_len} / {self.block_size})" if not self.kv_groups else
+             "vLLM's specs: a sliding-window group holds ceil(min(window - 1 + token budget, max_model_len) / block) "
+             "+ 1 blocks (SlidingWindowSpec.max_memory_usage_bytes)"),
             ("max concurrency", f"{self.max_concurrency:.2f}x", "blocks / blocks per request"),
             ("KV cache size", f"{self.kv_cache_tokens:,} tokens", "int(max concurrency x max_model_len)"),
         ]
@@ -442,8 +473,12 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
               runtime: str = "model", vllm_version: str | None = None,
               max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
               cuda_total_gib: float | None = None, usage: str = "server",
-              enforce_eager: bool = False, pp: int = 1, pp_layer_partition: str | None = None) -> MemoryResult:
+              enforce_eager: bool = False, pp: int = 1, pp_layer_partition: str | None = None,
+              max_loras: int = 0, max_lora_rank: int = 16) -> MemoryResult:
     """Answer "what fits on each GPU?" (see the module docstring for the rules and units).
+
+    ``max_loras`` / ``max_lora_rank``: vLLM's --max-loras / --max-lora-rank with --enable-lora; the LoRA slots
+    (:func:`lora_slot_bytes`) are allocated beside the weights and leave the KV cache less.
 
     ``model``: a shipped name or a config.json path (or a ModelSpec). ``gpu``: an id from
     assets/gpus.yaml, or None for the CPU engine (then ``kv_cache_memory_bytes`` is required and
@@ -460,12 +495,6 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
     ``pp``: pipeline-parallel stages; ``pp_layer_partition``: vLLM's ``VLLM_PP_LAYER_PARTITION``.
     """
     spec = model if isinstance(model, ModelSpec) else load_spec(model)
-    if spec.sliding_window:
-        raise CourseError(
-            f"{spec.name} uses sliding-window attention (window {spec.sliding_window} on "
-            f"{spec.sliding_window_layers} of {spec.num_layers} layers): vLLM sizes those layers with "
-            f"SlidingWindowSpec and the hybrid KV cache manager (vllm/v1/kv_cache_interface.py), which this "
-            f"calculator does not model; read the KV size from the engine's start-up log instead.")
     check_tp(spec, tp)
     stages = _pp.stage_layers(spec.num_layers, pp, pp_layer_partition)
     kvb = kv_dtype_bytes(kv_dtype, dtype)
@@ -491,6 +520,13 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
 
     p = spec.params()
     weights_per_gpu = _weights_per_gpu(spec, wb, tp, pp, pp_layer_partition)
+    if not (isinstance(max_loras, int) and max_loras >= 0 and isinstance(max_lora_rank, int) and max_lora_rank > 0):
+        raise CourseError(f"max_loras must be a whole number >= 0 and max_lora_rank > 0, got {max_loras!r} and "
+                          f"{max_lora_rank!r}; give --max-loras N --max-lora-rank R as vLLM takes them")
+    lora_bytes = max_loras * lora_slot_bytes(spec, tp, max_lora_rank, dtype_bytes(dtype), max(stages)) if max_loras \
+        else 0
+    if lora_bytes and spec.is_moe:
+        warnings.append(f"{spec.name} is MoE: the LoRA slots of its experts are not counted (dense layers only).")
     gpu_mem = usable = buffer = free = None
     rt_dict = total_src = None
     if gpu is not None:
@@ -511,7 +547,7 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
         if (dtype == "bfloat16" or wb["format"] == "bf16") and not g["bf16_support"]:
             warnings.append(f"{gpu} has no BF16: serve with --dtype float16.")
         if kv_cache_memory_bytes is None:
-            budget_gib = b.kv_budget_gib
+            budget_gib = b.kv_budget_gib - lora_bytes / GiB
             if budget_gib <= 0:
                 what = "runtime buffer" if flat else "estimated runtime memory"
                 raise CourseError(
@@ -538,6 +574,17 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
     per_block = page * stage_max
     num_blocks = kv_budget // per_block
     bpr = -(-max_model_len // block_size)
+    vllm_kv = None
+    if spec.sliding_window:
+        # sliding-window layers keep only the window's blocks of a request (SlidingWindowSpec), and a hybrid model's
+        # layers share one block pool in groups: sized by vLLM's own code (vllm_oracle.runtime.kv_sizing)
+        vllm_kv = _sliding_kv(spec, kv_budget, tp, pp, block_size, kv_dtype, dtype, max_model_len,
+                              max_num_batched_tokens if rt_dict is None else rt_dict.get("max_num_batched_tokens"))
+        num_blocks, bpr = vllm_kv["num_blocks"], vllm_kv["blocks_per_request"]
+        warnings.append(f"{spec.name}: sliding-window attention (window {spec.sliding_window} on "
+                        f"{spec.sliding_window_layers} of {spec.num_layers} layers): blocks and concurrency from vLLM's "
+                        f"own KV-cache groups ({', '.join(f'{n} x {k}' for k, n in vllm_kv['groups'])}; "
+                        "vllm/v1/core/kv_cache_utils.py get_kv_cache_config_from_groups, get_kv_cache_capacity).")
     # vLLM's admission check keeps one block back (the null block) and needs one request to fit.
     if num_blocks - 1 < bpr:
         fit_len = max(0, (num_blocks - 1) * block_size)
@@ -546,8 +593,8 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
             f"cannot hold one request of max_model_len={max_model_len} ({bpr} blocks + 1 reserved). "
             f"Lower max_model_len to at most {fit_len}, or give the KV cache more memory "
             f"(higher gpu_memory_utilization, smaller weights, larger TP).")
-    conc = num_blocks / bpr
-    tokens = int(conc * max_model_len)
+    conc = num_blocks / bpr if vllm_kv is None else vllm_kv["max_concurrency"]
+    tokens = int(conc * max_model_len) if vllm_kv is None else vllm_kv["kv_cache_tokens"]
     workload = None
     bpr_w = conc_w = None
     if input_tokens is not None or output_tokens is not None:
@@ -557,10 +604,14 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
         if workload > max_model_len:
             warnings.append(f"the workload's {workload} tokens exceed max_model_len {max_model_len}.")
         bpr_w = -(-workload // block_size)
+        if vllm_kv is not None:     # a request of the workload's length, as vLLM's specs hold it
+            bpr_w = _sliding_kv(spec, kv_budget, tp, pp, block_size, kv_dtype, dtype, workload,
+                                max_num_batched_tokens if rt_dict is None else rt_dict.get("max_num_batched_tokens")
+                                )["blocks_per_request"]
         conc_w = num_blocks / bpr_w
     alloc = num_blocks * per_block
     if gpu is not None:
-        free = gpu_mem - weights_per_gpu / GiB - buffer - alloc / GiB
+        free = gpu_mem - weights_per_gpu / GiB - lora_bytes / GiB - buffer - alloc / GiB
         if free < 0:
             warnings.append(f"weights + buffer + KV exceed the GPU's {gpu_mem:.2f} GiB by {-free:.2f} GiB.")
     per_req = kv_tok * max_model_len
@@ -579,7 +630,21 @@ def calculate(model="llama-3-70b", gpu: str | None = "H100-SXM-80GB", *, tp: int
         workload_tokens=workload, blocks_per_request_workload=bpr_w, max_concurrency_workload=conc_w,
         kv_gb_per_request_max_len=per_req / GB, kv_gib_per_request_max_len=per_req / GiB,
         warnings=warnings, runtime=rt_dict, gpu_total_source=total_src, kv_latent=spec.is_mla,
-        pp=pp, pp_stage_layers=stages if len(stages) > 1 else None)
+        pp=pp, pp_stage_layers=stages if len(stages) > 1 else None,
+        lora_gib_per_gpu=lora_bytes / GiB, max_loras=max_loras, max_lora_rank=max_lora_rank,
+        kv_groups=vllm_kv["groups"] if vllm_kv else None)
+
+
+def _sliding_kv(spec: ModelSpec, kv_budget: int, tp: int, pp: int, block_size: int, kv_dtype: str, dtype: str,
+                max_model_len: int, max_num_batched_tokens: int | None) -> dict:
+    """vLLM's KV-cache sizing of a sliding-window or hybrid model (vllm_oracle.runtime.kv_sizing, the oracle's worker)."""
+    from inferopt.planning.hardware import _ALIASES
+    from inferopt.vllm_oracle.runtime import kv_sizing
+
+    name = dtype if kv_dtype == "auto" else kv_dtype
+    name = _ALIASES.get(name, name)              # bf16 / fp16 / half -> the torch dtype names vLLM's specs take
+    return kv_sizing(spec.source, kv_budget, tp=tp, pp=pp, block_size=block_size, kv_dtype=name,
+                     max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens)
 
 
 @dataclass
@@ -686,8 +751,14 @@ def add_subcommand(subparsers) -> None:
                    help="weight format (default auto: the checkpoint's quantization_config, as vLLM's ModelConfig reads it; "
                         "bf16 without one)")
     p.add_argument("--kv-dtype", default="auto", choices=KV_DTYPES)
-    p.add_argument("--dtype", default="bfloat16", help="compute dtype (what kv-dtype auto means)")
-    p.add_argument("--gpu-memory-utilization", type=float, default=DEFAULT_GPU_MEMORY_UTILIZATION)
+    p.add_argument("--dtype", default=None, help="compute dtype (what kv-dtype auto means); default: what vLLM's "
+                   "--dtype auto resolves to on the GPU (bfloat16 on the CPU)")
+    p.add_argument("--gpu-memory-utilization", type=float, default=None,
+                   help=f"fraction of the GPU vLLM may use (default {DEFAULT_GPU_MEMORY_UTILIZATION}, vLLM 0.32's)")
+    p.add_argument("--max-loras", type=int, default=None, help="LoRA adapters served at once (vLLM's --max-loras; "
+                   "with --enable-lora), each slot sized at --max-lora-rank")
+    p.add_argument("--max-lora-rank", type=int, default=None, help="largest LoRA rank served (vLLM's --max-lora-rank, "
+                   "default 16)")
     p.add_argument("--runtime", default="model", choices=list(RUNTIME_MODES),
                    help="runtime memory: vLLM 0.32's accounting with estimated parts (model), or the original "
                         "chapter's flat 5 GB (original-5gb)")
@@ -719,19 +790,72 @@ def _max_model_len_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of tokens (or auto / -1)") from None
 
 
+def serve_command(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """(the ``vllm serve`` argv the memory question describes, notes): the flags the user gave, the precision as
+    vLLM needs it for the model's checkpoint (FP8 from BF16: --quantization fp8; INT4/INT8: another checkpoint,
+    named in a note, and the command checked without it)."""
+    from inferopt.planning.model_specs import model_index
+    from inferopt.vllm_oracle.runtime import precision_flags
+
+    m = model_index().get(args.model)
+    checkpoint = m["hf_id"] if m else str(args.model)
+    argv, notes = ["vllm", "serve", checkpoint], []
+    try:
+        argv += precision_flags(checkpoint, args.weights)
+    except CourseError as exc:
+        notes.append(f"--weights {args.weights}: {exc}")
+    flag_values = [("--tensor-parallel-size", args.tp, 1), ("--pipeline-parallel-size", args.pp, 1),
+                   ("--dtype", args.dtype, None), ("--kv-cache-dtype", args.kv_dtype, "auto"),
+                   ("--gpu-memory-utilization", args.gpu_memory_utilization, None),
+                   ("--max-model-len", "auto" if args.max_model_len == -1 else args.max_model_len, None),
+                   ("--max-num-batched-tokens", args.max_num_batched_tokens, None),
+                   ("--max-num-seqs", args.max_num_seqs, None), ("--block-size", args.block_size, None),
+                   ("--kv-cache-memory-bytes", args.kv_cache_memory_bytes, None)]
+    for flag, value, default in flag_values:
+        if value is not None and value != default:
+            argv += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    if args.max_loras is not None or args.max_lora_rank is not None:
+        argv.append("--enable-lora")
+        argv += ["--max-loras", str(args.max_loras)] if args.max_loras is not None else []
+        argv += ["--max-lora-rank", str(args.max_lora_rank)] if args.max_lora_rank is not None else []
+    return argv, notes
+
+
 def _cli(args: argparse.Namespace) -> int:
     if args.startup_logs:
         print(startup_log_table())
         return 0
+    from inferopt.vllm_oracle.runtime import check_command
+
     gpu = None if args.gpu.lower() == "cpu" else args.gpu
+    argv, notes = serve_command(args)
+    oracle = check_command(argv, gpu=gpu).require()     # vLLM's refusal first, in its one line
+    got = oracle.resolved if oracle.ok else {}
+    if args.input_tokens is not None and (got.get("max_model_len") or args.max_model_len not in (None, -1)):
+        from inferopt.vllm_oracle.runtime import check_request
+
+        mml = got.get("max_model_len") or args.max_model_len
+        check_request(args.input_tokens, args.output_tokens, mml,
+                      "--max-model-len" if args.max_model_len not in (None, -1) else "the model's derived maximum")
+    # what the user left out, as vLLM resolves it for this command (the calculator's own defaults otherwise)
+    dtype = args.dtype or (got.get("dtype") if gpu is not None else None) or "bfloat16"
+    if args.vllm_version is None:
+        left = oracle.left_out
+        batched = args.max_num_batched_tokens or left.get("--max-num-batched-tokens", (None,))[0]
+        seqs = args.max_num_seqs or left.get("--max-num-seqs", (None,))[0]
+    else:
+        batched, seqs = args.max_num_batched_tokens, args.max_num_seqs
+    util = DEFAULT_GPU_MEMORY_UTILIZATION if args.gpu_memory_utilization is None else args.gpu_memory_utilization
     kw = {"tp": args.tp, "pp": args.pp, "pp_layer_partition": args.pp_layer_partition,
-          "weight_format": args.weights, "kv_dtype": args.kv_dtype, "dtype": args.dtype,
-          "gpu_memory_utilization": args.gpu_memory_utilization, "runtime_buffer_gib": args.runtime_buffer_gib,
+          "weight_format": args.weights, "kv_dtype": args.kv_dtype, "dtype": dtype,
+          "gpu_memory_utilization": util, "runtime_buffer_gib": args.runtime_buffer_gib,
           "max_model_len": args.max_model_len, "input_tokens": args.input_tokens, "output_tokens": args.output_tokens,
           "block_size": args.block_size, "kv_cache_memory_bytes": args.kv_cache_memory_bytes,
           "runtime": args.runtime, "vllm_version": args.vllm_version,
-          "max_num_batched_tokens": args.max_num_batched_tokens, "max_num_seqs": args.max_num_seqs,
+          "max_num_batched_tokens": batched, "max_num_seqs": seqs,
           "cuda_total_gib": args.cuda_total_gib}
+    if args.max_loras is not None or args.max_lora_rank is not None:
+        kw.update(max_loras=args.max_loras or 1, max_lora_rank=args.max_lora_rank or 16)
     v = start_verdict(args.model, gpu, **kw)
     alt = None
     if gpu is not None and args.runtime_buffer_gib is None and args.kv_cache_memory_bytes is None:
@@ -739,6 +863,7 @@ def _cli(args: argparse.Namespace) -> int:
         alt = start_verdict(args.model, gpu, **{**kw, "runtime": other})
     if args.json:
         out = v.result.as_dict() if v.result is not None else {}
+        out["vllm"] = {**oracle.as_dict(), "notes": notes}
         out.update({"will_start": v.will_start, "max_model_len_estimate": v.max_model_len_estimate,
                     "start_reason": v.reason, "start_advice": v.advice,
                     "weights_fit": v.weights_fit})
@@ -772,6 +897,8 @@ def _cli(args: argparse.Namespace) -> int:
                                f"({alt.result.kv_cache_tokens - r.kv_cache_tokens:+,})"))
             else:
                 print(localize(f"beside it, {label}: vLLM would not start"))
+        print(" ".join(argv))
+        print("\n".join(oracle.lines() + [localize(n) for n in notes]))
     return 0
 
 

@@ -124,6 +124,13 @@ NON_TORCH_TP_V19_GIB = 1.85
 # noonghunna/club-3090#127), 0.36 GiB (TP2, gpustack/runner#251) and, before it was subtracted,
 # 0.65 GiB suggested for gemma-3-4b on a B200 (vllm-project/vllm#21489). Estimated: 0.35 GiB.
 CUDA_GRAPH_GIB = 0.35
+# The range of the estimate where no start-up log of this vLLM backs it (review 2026-12-01, finding 11):
+# non-torch memory at TP > 1 as the vLLM 0.19.0 H100 logs measured it (2.06-2.21 GiB at TP 2 and 4, above),
+# the likely size for 0.32 whose communicators are built the same way; at TP 1 the public logs' 0.05-0.35 GiB;
+# the CUDA-graph estimate as the 0.19.0 H100 logs print it for vLLM serve's graphs (0.57-1.82 GiB, docstring).
+NON_TORCH_TP_LOGGED_GIB = (2.06, 2.21)
+NON_TORCH_TP1_LOGGED_GIB = (0.05, 0.35)
+CUDA_GRAPH_LOGGED_GIB = (0.17, 1.82)
 # When a GPU's cudaMemGetInfo total has not been read from a log: nvidia-smi's total minus this
 # driver reserve. Logged pairs: H100 79.65 -> 79.18, RTX 3090 24.00 -> 23.58, A10 22.49 -> 22.07,
 # B200 179.06 -> 178.36 GiB: 0.42 to 0.70 GiB. Estimated: 0.45 GiB.
@@ -188,6 +195,16 @@ class RuntimeMemory:
     cuda_graph_gib: float
     total_gib: float
     estimated: bool
+    tp: int = 1
+    total_low_gib: float | None = None    # the range of the estimate, from the logged spreads of its parts
+    total_high_gib: float | None = None
+    unverified: str = ""                  # why no start-up log backs the figure ("" where one does)
+
+    def range_gib(self) -> tuple[float, float]:
+        """(low, high) GiB of the runtime memory; a flat buffer is its own range."""
+        if self.total_low_gib is None or self.total_high_gib is None:
+            return self.total_gib, self.total_gib
+        return self.total_low_gib, self.total_high_gib
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -210,9 +227,14 @@ class RuntimeMemory:
              (f"estimated: {NON_TORCH_V19_GIB} GiB, + {NON_TORCH_TP_V19_GIB} with TP > 1 (V1 logs of vLLM 0.19.0)"
               if parse_version(self.vllm_version) >= (0, 19) else
               f"estimated: {NON_TORCH_V1_GIB} GiB, + {NON_TORCH_TP_V1_GIB} with TP > 1 (V1 logs of vLLM 0.11)")
-             if self.accounting == "v1" else f"estimated constant ({NON_TORCH_GIB} GiB, public logs 0.05-0.35)"),
+             if self.accounting == "v1" else
+             f"estimated constant ({NON_TORCH_GIB} GiB, public TP-1 logs {NON_TORCH_TP1_LOGGED_GIB[0]}-"
+             f"{NON_TORCH_TP1_LOGGED_GIB[1]})" + (
+                 f"; unverified at TP {self.tp}: vLLM 0.19.0 logs measured {NON_TORCH_TP_LOGGED_GIB[0]}-"
+                 f"{NON_TORCH_TP_LOGGED_GIB[1]} GiB at TP 2 and 4, the likely size here" if self.tp > 1 else "")),
             ("CUDA-graph estimate", self.cuda_graph_gib,
-             "estimated; subtracted from vLLM 0.21 on" if self.accounting == "v1-cudagraph"
+             f"estimated; subtracted from vLLM 0.21 on (public logs {CUDA_GRAPH_LOGGED_GIB[0]}-{CUDA_GRAPH_LOGGED_GIB[1]} GiB)"
+             if self.accounting == "v1-cudagraph"
              else f"0: not subtracted before vLLM 0.21 ({self.vllm_version})"),
         ]
 
@@ -290,7 +312,16 @@ def runtime_memory(spec, *, tp: int = 1, dtype_bytes: int = 2, mode: str = "mode
         non_torch = NON_TORCH_GIB         # from 0.21: not re-measured at TP > 1 (see NON_TORCH_TP_V19_GIB)
     cg = CUDA_GRAPH_GIB if (acct == "v1-cudagraph" and not enforce_eager) else 0.0
     total = act + logits + non_torch + cg
-    return RuntimeMemory("model", version, acct, tokens, seqs, act, logits, non_torch, cg, total, True)
+    low, high, why = total, total, ""
+    if acct == "v1-cudagraph":   # no start-up log of this vLLM at this TP: the parts' logged spreads bound it
+        nt_lo, nt_hi = (NON_TORCH_GIB, NON_TORCH_TP_LOGGED_GIB[1]) if tp > 1 else NON_TORCH_TP1_LOGGED_GIB
+        cg_lo, cg_hi = CUDA_GRAPH_LOGGED_GIB if cg else (0.0, 0.0)
+        low = act + logits + min(non_torch, nt_lo) + min(cg, cg_lo)
+        high = act + logits + max(non_torch, nt_hi) + max(cg, cg_hi)
+        why = (f"no vLLM {version} start-up log at TP {tp} backs it: non-torch memory and CUDA graphs are estimated "
+               "from other versions' logs (assets/results/startup_logs.yaml, tests/data/startup_logs_v1.yaml)")
+    return RuntimeMemory("model", version, acct, tokens, seqs, act, logits, non_torch, cg, total, True,
+                         tp, low, high, why)
 
 
 def requested_gib(total_gib: float, gpu_memory_utilization: float) -> float:

@@ -14,7 +14,14 @@ Part 2 (PyTorch alone):
      the embeddings; measuring at 1 and 2 layers shows the per-layer growth, which the record states;
   3. decode-step time against batch size for the same shape (one new token per sequence over a context
      of ``decode_context`` tokens), per layer, and scaled to the model's 32 layers: the roofline's
-     memory-bound flat part and where it turns compute-bound.
+     memory-bound flat part and where it turns compute-bound;
+  4. the roofs the performance model scales by its efficiencies (``assets/performance/profiles.yaml``):
+     the memory bandwidth a device-to-device copy reaches, and the bf16 (and FP8, where ``torch._scaled_mm``
+     runs) matrix-multiply rate at the shape of Llama-3.1-8B's MLP up-projection for token counts from one
+     decode row to a full prefill budget, each as a share of the catalog's datasheet figure;
+  5. the weight stream of one decode step: every linear layer of Llama-3.1-8B's 32 decoder layers (bf16,
+     attention itself left out) run in order for a batch of new tokens, captured in a CUDA graph as vLLM
+     runs decode, so launch overhead is gone: the bandwidth a decode step's weights are read at, per batch.
 
 Every result goes to ``assets/results/gpu/<part>-<gpu>-<date>.json`` with the GPU, driver, torch and vLLM
 versions and the date. ``--dry-run`` runs part 2 on the CPU with tiny shapes (no GPU) and part 1 as the
@@ -32,6 +39,7 @@ import shutil
 import statistics
 import subprocess
 import time
+from functools import partial
 from pathlib import Path
 
 from inferopt.errors import CourseError
@@ -103,20 +111,20 @@ def _build(layers: int, dry_run: bool, device: str, dtype):
 def memory_total(dry_run: bool) -> dict:
     from inferopt.planning import gpu_catalog
     from inferopt.serving.gpu import gpus, memory_info
+    from inferopt.serving.gpu_flags import catalog_id
 
     if dry_run:
         return {"skipped_in_dry_run": "no GPU: torch.cuda.mem_get_info needs one"}
     free, total = memory_info()
     name = gpus()[0]["name"] if gpus() else None
     out = {"gpu_name": name, "mem_get_info_total_gib": total / GiB, "mem_get_info_free_gib": free / GiB}
-    try:
-        gid = gpu_catalog.resolve(name)
+    gid = catalog_id(name) if name else None             # nvidia-smi's name ('NVIDIA H100 80GB HBM3') -> catalog id
+    if gid:
         cat = gpu_catalog.entry(gid)
         out |= {"catalog_id": gid, "catalog_total_gib": cat["memory_mib_reported"] / 1024,
                 "difference_gib": cat["memory_mib_reported"] / 1024 - total / GiB}
-    except CourseError as exc:
-        out["catalog_id"] = None
-        out["catalog_note"] = str(exc).split(";")[0]
+    else:
+        out |= {"catalog_id": None, "catalog_note": f"{name!r} is not in assets/gpus.yaml"}
     return out
 
 
@@ -193,6 +201,126 @@ def decode_steps(dry_run: bool, batches=DECODE_BATCHES, context: int = 512, laye
                     "layers' time, so the full-model estimate is a slight over-estimate"}
 
 
+def _median_ms(fn, repeats: int, sync) -> float:
+    fn()
+    sync()                                   # one warm-up (kernel choice, allocator)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1000
+
+
+GEMM_TOKENS = (1, 16, 64, 256, 1024, 4096, 8192)
+
+
+def roofs(dry_run: bool, tokens=GEMM_TOKENS, copy_gib: float = 4.0, repeats: int = 20) -> dict:
+    """Measured memory bandwidth and matrix-multiply rate against the catalog's datasheet roofs."""
+    import torch
+
+    from inferopt.planning import gpu_catalog
+    from inferopt.planning.model_specs import load_spec
+    from inferopt.serving.gpu import gpus
+    from inferopt.serving.gpu_flags import catalog_id
+
+    device = "cpu" if dry_run else "cuda"
+    sync = (lambda: None) if dry_run else torch.cuda.synchronize
+    s = load_spec("llama-3.1-8b")
+    k, n = (64, 96) if dry_run else (s.hidden_size, s.intermediate_size)
+    tokens, copy_gib, repeats = ((1, 16), 1 / 1024, 3) if dry_run else (tokens, copy_gib, repeats)
+    gid = None if dry_run else catalog_id((gpus() or [{"name": ""}])[0]["name"])
+    cat = gpu_catalog.entry(gid) if gid else None
+    elems = int(copy_gib * GiB) // 2
+    src = torch.empty(elems, dtype=torch.bfloat16, device=device).normal_()
+    dst = torch.empty_like(src)
+    ms = _median_ms(lambda d=dst, s=src: d.copy_(s), repeats, sync)
+    moved = 2 * src.numel() * src.element_size()             # read once, written once
+    copy = {"bytes_moved": moved, "ms": ms, "gb_s": moved / ms / 1e6}
+    src = dst = None                                          # free the copy's buffers
+    if cat:
+        copy["share_of_datasheet"] = copy["gb_s"] / cat["memory_bandwidth_gb_s"]
+    w = torch.randn(k, n, dtype=torch.bfloat16 if not dry_run else torch.float32, device=device)
+    rows = []
+    for t in tokens:
+        x = torch.randn(t, k, dtype=w.dtype, device=device)
+        ms = _median_ms(lambda x=x: x @ w, repeats, sync)
+        flops, moved = 2 * t * k * n, (t * k + k * n + t * n) * w.element_size()
+        row = {"dtype": str(w.dtype).split(".")[-1], "tokens": t, "k": k, "n": n, "ms": ms,
+               "tflops": flops / ms / 1e9, "gb_s": moved / ms / 1e6}
+        if cat:
+            row["share_of_datasheet_flops"] = row["tflops"] / cat["bf16_dense_tflops"]
+            row["share_of_datasheet_bandwidth"] = row["gb_s"] / cat["memory_bandwidth_gb_s"]
+        rows.append(row)
+    fp8 = None
+    if not dry_run and hasattr(torch, "float8_e4m3fn") and hasattr(torch, "_scaled_mm"):
+        try:
+            w8 = w.to(torch.float8_e4m3fn).t().contiguous().t()          # column-major, as _scaled_mm wants
+            one = torch.ones((), device=device)
+            fp8 = []
+            for t in tokens:
+                x8 = torch.randn(t, k, device=device).to(torch.float8_e4m3fn)
+                ms = _median_ms(lambda x8=x8: torch._scaled_mm(x8, w8, scale_a=one, scale_b=one,
+                                                         out_dtype=torch.bfloat16), repeats, sync)
+                r = {"dtype": "float8_e4m3fn", "tokens": t, "k": k, "n": n, "ms": ms,
+                     "tflops": 2 * t * k * n / ms / 1e9, "gb_s": (t * k + k * n) / ms / 1e6}
+                if cat and cat.get("fp8_dense_tflops"):
+                    r["share_of_datasheet_flops"] = r["tflops"] / cat["fp8_dense_tflops"]
+                    r["share_of_datasheet_bandwidth"] = r["gb_s"] / cat["memory_bandwidth_gb_s"]
+                fp8.append(r)
+        except (RuntimeError, TypeError) as exc:
+            fp8 = {"not_run": str(exc).splitlines()[0][:200]}
+    return {"copy": copy, "gemm": rows, "gemm_fp8": fp8,
+            "datasheet": {k2: cat[k2] for k2 in ("bf16_dense_tflops", "fp8_dense_tflops", "memory_bandwidth_gb_s")}
+            if cat else None,
+            "note": "median of repeats after one warm-up; GEMM bytes = activations + weights + output once each"}
+
+
+def weight_stream(dry_run: bool, batches=DECODE_BATCHES, repeats: int = 20) -> dict:
+    """One decode step's linear layers (all layers of the model, CUDA graph): bandwidth at which weights stream."""
+    import torch
+
+    from inferopt.planning.model_specs import load_spec
+
+    s = load_spec("llama-3.1-8b")
+    device = "cpu" if dry_run else "cuda"
+    dtype = torch.float32 if dry_run else torch.bfloat16
+    h, inter, kv = (64, 96, 32) if dry_run else (s.hidden_size, s.intermediate_size, s.num_kv_heads * s.head_dim)
+    layers, batches, repeats = (2, (1, 4), 3) if dry_run else (s.num_layers, batches, repeats)
+    shapes = [(h, h + 2 * kv), (h, h), (h, 2 * inter), (inter, h)]     # qkv, o, gate+up, down (vLLM's fused layout)
+    weights = [[torch.randn(a, b, dtype=dtype, device=device) * 0.01 for a, b in shapes] for _ in range(layers)]
+    wbytes = sum(w.numel() * w.element_size() for layer in weights for w in layer)
+
+    def step(x):
+        for qkv, o, gate_up, down in weights:
+            x = x + (x @ qkv)[:, :h] @ o                      # attention's projections (attention itself left out)
+            x = x + (x @ gate_up)[:, :inter] @ down           # the MLP's projections
+        return x
+
+    sync = (lambda: None) if dry_run else torch.cuda.synchronize
+    rows = []
+    for b in batches:
+        x = torch.randn(b, h, dtype=dtype, device=device) * 0.01
+        if dry_run:
+            run = partial(step, x)
+        else:
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                step(x)                                      # warm-up on a side stream, as graph capture needs
+            torch.cuda.current_stream().wait_stream(stream)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                step(x)
+            run = graph.replay
+        ms = _median_ms(run, repeats, sync)
+        rows.append({"batch": b, "ms": ms, "gb_s": wbytes / ms / 1e6})
+    return {"model_shape": "llama-3.1-8b" if not dry_run else "tiny (dry run)", "layers": layers,
+            "weight_bytes": wbytes, "cuda_graph": not dry_run, "rows": rows,
+            "note": "linear layers only, in order, one token per sequence; bandwidth = weight bytes / step time"}
+
+
 def part2(dry_run: bool) -> dict:
     try:
         import torch
@@ -207,7 +335,8 @@ def part2(dry_run: bool) -> dict:
                               "on a CPU use --dry-run")
     t0 = time.monotonic()
     out = {"memory_total": memory_total(dry_run), "activation_peaks": activation_peaks(dry_run),
-           "decode_steps": decode_steps(dry_run)}
+           "decode_steps": decode_steps(dry_run), "roofs": roofs(dry_run),
+           "weight_stream": weight_stream(dry_run)}
     out["seconds"] = time.monotonic() - t0
     return out
 

@@ -34,12 +34,13 @@ def model_config(model: str, max_model_len: int | None = None, dtype: str = "bfl
                       max_model_len=max_model_len).create_model_config()
 
 
-def _vllm_config(mc, tp: int, pp: int, block_size: int):
+def _vllm_config(mc, tp: int, pp: int, block_size: int, max_num_batched_tokens: int | None = None):
     from vllm.config import CacheConfig, ParallelConfig, SchedulerConfig, VllmConfig
+    budget = max(8192, mc.max_model_len) if max_num_batched_tokens is None else max_num_batched_tokens
     return VllmConfig(model_config=mc, cache_config=CacheConfig(block_size=block_size),
                       parallel_config=ParallelConfig(tensor_parallel_size=tp, pipeline_parallel_size=pp),
                       scheduler_config=SchedulerConfig(max_model_len=mc.max_model_len, is_encoder_decoder=False,
-                                                       max_num_batched_tokens=max(8192, mc.max_model_len)))
+                                                       max_num_batched_tokens=budget))
 
 
 def layer_specs(model: str, tp: int = 1, pp: int = 1, block_size: int = 16, kv_dtype: str = "bfloat16",
@@ -91,3 +92,37 @@ def stage_summary(model: str, tp: int = 1, pp: int = 1, block_size: int = 16, kv
                     "sliding_layers": sum(type(s).__name__ == "SlidingWindowSpec" for s in specs),
                     "max_model_len": mc.max_model_len, "max_in_flight_tokens": vc.max_in_flight_tokens})
     return out
+
+
+def sizing(model: str, kv_cache_bytes: int, tp: int = 1, pp: int = 1, block_size: int = 16,
+           kv_dtype: str = "bfloat16", max_model_len: int | None = None,
+           max_num_batched_tokens: int | None = None) -> dict:
+    """vLLM's own KV-cache sizing of one GPU of the first (largest) PP stage holding ``kv_cache_bytes`` of KV cache:
+    the layers' specs (:func:`layer_specs`) grouped by ``get_kv_cache_groups`` (one group per attention kind for a
+    hybrid model such as Gemma 3, the hybrid KV cache manager), the blocks by ``get_kv_cache_config_from_groups`` and
+    the requests of ``max_model_len`` tokens at once by ``get_max_concurrency_for_kv_cache_config``
+    (vllm/v1/core/kv_cache_utils.py): a sliding-window layer keeps only the window's blocks of each request."""
+    from vllm.utils.math_utils import cdiv
+    from vllm.v1.core.kv_cache_utils import (
+        get_kv_cache_capacity,
+        get_kv_cache_config_from_groups,
+        get_kv_cache_groups,
+    )
+
+    mc = model_config(str(model), max_model_len)
+    vc = _vllm_config(mc, tp, pp, block_size, max_num_batched_tokens)
+    # the engine core resolves one layout before profiling (resolve_kv_cache_layout); bytes per block do not depend on it
+    vc.cache_config.kv_cache_layout = "LBNHC"
+    specs = layer_specs(model, tp, pp, block_size, kv_dtype, max_model_len)[0]
+    by_layer = {f"model.layers.{i}.self_attn.attn": s for i, s in enumerate(specs)}
+    groups = get_kv_cache_groups(vc, dict(by_layer))
+    cfg = get_kv_cache_config_from_groups(vc, groups, int(kv_cache_bytes))
+    tokens, conc = get_kv_cache_capacity(vc, cfg)
+    per_request = sum(cdiv(g.kv_cache_spec.max_memory_usage_bytes(vc), g.kv_cache_spec.page_size_bytes)
+                      for g in cfg.kv_cache_groups)
+    return {"num_blocks": cfg.num_blocks, "groups": [[type(g.kv_cache_spec).__name__, len(g.layer_names)]
+                                                     for g in cfg.kv_cache_groups],
+            "max_concurrency": conc, "max_model_len": mc.max_model_len, "kv_cache_tokens": tokens,
+            "blocks_per_request": per_request, "bytes_per_block": sum(s.page_size_bytes for s in specs),
+            "sliding_layers": sum(type(s).__name__ == "SlidingWindowSpec" for s in specs),
+            "sliding_window": mc.get_sliding_window(), "layers": len(specs)}

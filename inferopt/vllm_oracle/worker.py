@@ -3,7 +3,8 @@ jobs on stdin and prints a JSON list of answers (one per job) as its last line; 
 and answers one batch per stdin line (the client's kept worker, ``INFEROPT_ORACLE_WORKER=keep``).
 
 A job is {"op": "check", "cmd": "vllm serve ...", "gpu": "H100", "count": 8} (engine_config.check) or
-{"op": "hardware_table"} (hardware_table.generate) or {"op": "kv_specs", ...} (kv_specs.specs). The
+{"op": "hardware_table"} (hardware_table.generate) or {"op": "kv_specs", ...} (kv_specs.stage_summary) or
+{"op": "kv_sizing", "config": PATH, "layout": {...}} (kv_specs.sizing: vLLM's own KV-cache groups and blocks). The
 platform is installed first (target_platform.install), before any other vLLM import.
 """
 from __future__ import annotations
@@ -46,7 +47,11 @@ def _one(job: dict) -> dict:
     if op == "kv_specs":
         from inferopt.vllm_oracle import kv_specs
 
-        return {"ok": True, "specs": kv_specs.specs(job["config"], **job.get("layout", {}))}
+        return {"ok": True, "specs": kv_specs.stage_summary(job["config"], **job.get("layout", {}))}
+    if op == "kv_sizing":
+        from inferopt.vllm_oracle import kv_specs
+
+        return {"ok": True, "sizing": kv_specs.sizing(job["config"], **job.get("layout", {}))}
     raise ValueError(f"unknown op {op!r}")
 
 

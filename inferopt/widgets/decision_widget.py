@@ -193,6 +193,11 @@ class DecisionWidget(W.VBox):
             w.observe(lambda _change: self.refresh(), names="value")
         self.load_w.on_click(lambda _b: self.load_file(self.file_w.value))
         self.deployment_w = DeploymentInputs(on_change=self.refresh)  # the deployment, a separate group
+        # vLLM's own verdict on the deployment's command and on every change the diagnosis emits, asked on demand
+        # (vllm_oracle.runtime.check_diagnosis: the first question imports vLLM in a worker, later ones are cached)
+        self.vllm_button = W.Button(description=tr("check with vLLM"), layout=W.Layout(width="160px"))
+        self.vllm_w = W.HTML(value="")
+        self.vllm_button.on_click(lambda _b: self.check_with_vllm())
         # four columns that wrap onto a second row when the notebook is narrow (a laptop with the
         # file browser open): each keeps its natural width, none is squeezed or cut
 
@@ -209,7 +214,23 @@ class DecisionWidget(W.VBox):
                     col([*self.work_w.values(), self.gpu_w], tr("Workload (0 = unknown)")),
                     col([self.on_w], tr("Techniques already on"))], layout=W.Layout(flex_flow="row wrap")),
             W.HBox([self.file_w, self.load_w]), self.error_w, self.plot_w, self.result_w])
-        self.children = (*self.children, self.deployment_w)
+        self.children = (*self.children, self.deployment_w, self.vllm_button, self.vllm_w)
+
+    def check_with_vllm(self) -> dict | None:
+        """vLLM's verdicts on the commands this diagnosis emits for the deployment (one line each), shown below."""
+        from html import escape
+
+        from inferopt.i18n import localize
+        from inferopt.vllm_oracle.runtime import change_lines, check_diagnosis
+
+        dep = self.deployment_w.value()
+        if self.diagnosis is None or dep is None:
+            self.vllm_w.value = error_html(localize("choose the deployment's model (and GPU) below, then check its "
+                                                    "commands with vLLM"))
+            return None
+        checked = check_diagnosis(dep, self.diagnosis)
+        self.vllm_w.value = "<pre>" + escape("\n".join(change_lines(checked))) + "</pre>"
+        return checked
 
     # the inputs as the engine's dicts (0 in an optional field = not given)
     def inputs(self) -> dict:
@@ -271,6 +292,8 @@ class DecisionWidget(W.VBox):
         """Run the engine on the current inputs and redraw (errors shown inside the widget)."""
         if self._hold:
             return
+        if hasattr(self, "vllm_w"):
+            self.vllm_w.value = ""         # the verdicts were for the inputs before this change
         try:
             d = diagnose(**self.inputs())
         except CourseError as exc:

@@ -164,6 +164,11 @@ class MemoryWidget(W.VBox):
         self.bars_w = W.HTML(value="")
         self.readout_w = W.HTML(value="")
         self.runtime_w = W.HTML(value="")
+        # vLLM's own verdict on the command these controls describe (vllm_oracle.runtime), asked on demand: the first
+        # question imports vLLM in a worker (~20 s), later ones are cached
+        self.vllm_button = W.Button(description=tr("check with vLLM"), layout=W.Layout(width="160px"))
+        self.vllm_w = W.HTML(value="")
+        self.vllm_button.on_click(lambda _b: self.check_with_vllm())
         self.result: MemoryResult | None = None
         self.error_text: str | None = None
         for w in self.controls.values():
@@ -171,8 +176,34 @@ class MemoryWidget(W.VBox):
         names = list(self.controls)
         super().__init__(children=[
             W.HBox([W.VBox([self.controls[k] for k in names[:5]]), W.VBox([self.controls[k] for k in names[5:]])]),
-            self.error_w, self.bars_w, self.readout_w, self.runtime_w])
+            self.error_w, self.bars_w, self.readout_w, self.runtime_w, self.vllm_button, self.vllm_w])
         self.refresh()
+
+    def command(self) -> list[str]:
+        """The ``vllm serve`` command the controls describe (the precision as vLLM needs it for the checkpoint)."""
+        from inferopt.vllm_oracle.runtime import deployment_command
+
+        v = self.values()
+        dep = {"model": v["model"], "gpu": v["gpu"], "tp": v["tp"], "weight_format": v["weight_format"],
+               "kv_dtype": v["kv_dtype"], "max_model_len": v["max_model_len"],
+               "gpu_memory_utilization": round(v["gpu_memory_utilization"], 4),
+               "max_num_batched_tokens": v["max_num_batched_tokens"] or None}
+        return deployment_command(dep)[0]
+
+    def check_with_vllm(self):
+        """vLLM's verdict on :meth:`command` (its refusal in one line, or what it resolves), shown below the bars."""
+        from html import escape
+
+        from inferopt.vllm_oracle.runtime import check_command
+
+        try:
+            verdict = check_command(self.command(), gpu=self.values()["gpu"])
+        except CourseError as exc:           # a precision that is another checkpoint, not a flag
+            self.vllm_w.value = error_html(localize(str(exc)))
+            return None
+        lines = [" ".join(verdict.argv), *verdict.lines()]
+        self.vllm_w.value = "<pre>" + escape("\n".join(lines)) + "</pre>"
+        return verdict
 
     def values(self) -> dict:
         return {k: w.value for k, w in self.controls.items()}
@@ -191,6 +222,7 @@ class MemoryWidget(W.VBox):
 
     def refresh(self) -> None:
         v = self.values()
+        self.vllm_w.value = ""            # the verdict was for the controls before this change
         try:
             if v["max_num_batched_tokens"] < 0:
                 raise CourseError("token budget must be a positive number of tokens, or 0 for vLLM's default.")
