@@ -198,6 +198,10 @@ def layer_of(module: str) -> str:
         return "live parts"
     if name.startswith(("planning", "diagnosis", "performance")) and leaf != "cli":
         return "engines"
+    if name.startswith("vllm_oracle") and leaf != "cli":
+        # vLLM's own rules asked at run time (issue 50): a function of the installed vLLM's config classes, answered
+        # by a short-lived worker process and cached; no server, no network: engines call it to size and to check
+        return "engines"
     if name.startswith(("serving", "bench", "monitoring")) and leaf not in ("plots", "cli"):
         return "live parts"
     if name.startswith("widgets") or leaf == "plots" or name in ("course_map", "nbtools", "primer", "reading"):
