@@ -43,21 +43,9 @@ PENDING = {
     ("02-decision-tree.md", "The original says:** when the GPU is under-fed"),
     ("02-decision-tree.md", "(C2) If the weights alone do not fit: the original chapter lists"),
     ("02-decision-tree.md", "A quantized *target* is what the original chapter recommends"),
-    ("03-combination-pitfalls.md", "**The original says:** at *small* batch sizes"),
-    ("03-combination-pitfalls.md", "The original chapter warns that a quantized *draft*"),
-    ("05-end-to-end-deployment.md", "The original chapter says one 4,096-token request"),
-    ("05-end-to-end-deployment.md", "The original chapter's §6.3 states 当前 1 实例"),
-    ("08-learning-path-and-self-check.md", "Titles and addresses are given as the original lists them"),
-    ("lab2-memory-calculator.md", "The original chapter says one such request needs"),
     ("02-decision-tree.po", "**A1. 原文说：**"),
     ("02-decision-tree.po", "**B3. 原文说：**"),
     ("02-decision-tree.po", "(C2) 如果单是权重就放不下：原章节列出了"),
-    ("03-combination-pitfalls.po", "**原文说：**"),
-    ("03-combination-pitfalls.po", "原章节警告说，量化过的*草稿模型*"),
-    ("05-end-to-end-deployment.po", "原章节说，在使用 GQA 和 FP8 KV Cache"),
-    ("05-end-to-end-deployment.po", "原章节 §6.3 写道"),
-    ("08-learning-path-and-self-check.po", "标题和地址按原文列出"),
-    ("lab2-memory-calculator.po", "原章节说这样一个请求需要"),
 }
 
 
