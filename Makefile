@@ -204,7 +204,7 @@ grade: $(STAMP)
 ## (inferopt/labcheck/_references.py: the learners' check cells then say "hand it in" where a check needs one),
 ## and tests/ (the maintainers' suite: it embeds worked answers and reads solutions/). PACK=path.tar.gz
 PACK ?= build/learner-pack.tar.gz
-PACK_EXCLUDE := solutions locale/zh_CN/LC_MESSAGES/solutions inferopt/labcheck/_references.py tests
+PACK_EXCLUDE := solutions zh/solutions locale/zh_CN/LC_MESSAGES/solutions inferopt/labcheck/_references.py tests
 .PHONY: learner-pack
 learner-pack:
 	@mkdir -p $(dir $(PACK))

@@ -9,7 +9,9 @@ keyed by the English unit (``inferopt.i18n.units``). Output:
   through the runtime catalog's templates (``inferopt.i18n.outputs``: the English line's values carried into
   the Chinese template, the same lookup a learner's Chinese kernel applies when it re-runs the cell), figures'
   images re-rendered where a figure's text changed; relative links re-pointed from ``zh/``;
-- ``zh/labs/<stem>.ipynb``: the translated solution turned into a lab exactly as ``make labs`` does.
+- ``zh/labs/<stem>.ipynb``: the translated solution turned into a lab exactly as ``make labs`` does;
+- ``zh/solutions/<stem>.ipynb``: the translated worked solution itself, beside the lab, for a self-study learner
+  to check against (instructor material: the learner pack leaves it out, like ``solutions/``).
 
 ``stale()`` lists every English unit whose translation is missing, fuzzy or empty (the drift check);
 ``update()`` merges a notebook's ``.po`` with its current English units (gettext's ``msgmerge``: a
@@ -74,6 +76,11 @@ def english_home(nb: Path) -> str:
 
 def zh_target(nb: Path) -> Path:
     return ZH_ROOT / english_home(nb) / Path(nb).with_suffix(".ipynb").name
+
+
+def zh_solution_target(nb: Path) -> Path | None:
+    """``zh/solutions/<stem>.ipynb`` for a solution (the worked answers in Chinese); None for a chapter."""
+    return ZH_ROOT / "solutions" / Path(nb).with_suffix(".ipynb").name if english_home(nb) == "labs" else None
 
 
 def _load(nb: Path) -> dict:
@@ -349,12 +356,16 @@ def build(paths=None) -> tuple[list[Path], dict[str, int]]:
     written, left = [], {}
     for nb in paths or sources():
         text, missing = expected(nb)
-        target = zh_target(nb)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if not target.exists() or target.read_text(encoding="utf-8") != text:
-            target.write_text(text, encoding="utf-8")
-            written.append(target)
-            _draw_images(target)
+        pairs = [(zh_target(nb), text)]
+        if zh_solution_target(nb) is not None:
+            pairs.append((zh_solution_target(nb), _dumps(translate_notebook(nb)[0])))
+        for target, body in pairs:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if not target.exists() or target.read_text(encoding="utf-8") != body:
+                target.write_text(body, encoding="utf-8")
+                written.append(target)
+                if target == zh_target(nb):   # the worked solution keeps its figures as data (JupyterLab draws them)
+                    _draw_images(target)
         if missing:
             left[domain(nb)] = len(missing)
     return written, left
@@ -381,8 +392,13 @@ def out_of_date() -> list[str]:
         elif target.read_text(encoding="utf-8") != expected(nb)[0]:
             problems.append(f"{target.relative_to(REPO_ROOT)} is not what the English notebook and its .po give; "
                             f"fix: {FIX_BUILD}")
+    for nb in sources():
+        target = zh_solution_target(nb)
+        if target is not None and (not target.exists()
+                                   or target.read_text(encoding="utf-8") != _dumps(translate_notebook(nb)[0])):
+            problems.append(f"{target.relative_to(REPO_ROOT)} is not the translated worked solution; fix: {FIX_BUILD}")
     names = {zh_target(nb).name for nb in sources()}
-    for folder in ("chapters", "labs"):
+    for folder in ("chapters", "labs", "solutions"):
         for extra in sorted((ZH_ROOT / folder).glob("*.ipynb")):
             if extra.name not in names:
                 problems.append(f"{extra.relative_to(REPO_ROOT)} has no English source; delete it")
