@@ -1,13 +1,14 @@
 """Presenter material from the course's own sources, never typed twice: ``python -m inferopt presenter build``
 (``make presenter``) writes ``build/presenter/``:
 
-- ``slides/<notebook>.html``: a reveal.js deck per chapter and per lab (the learner's ``labs/`` version: no
-  answers), exported by nbconvert's ``SlidesExporter`` (``jupyter nbconvert --to slides``) from the notebook's
-  stored outputs. Each cell's slide type is its ``slideshow`` metadata or a tag naming one (``slide``,
-  ``subslide``, ``fragment``, ``notes``, ``skip``; ``nbtools clean`` keeps tags), else the rule: a ``#``/``##``
-  heading starts a slide, a ``###`` heading a sub-slide, other prose becomes the speaker's notes (reveal's ``s``
-  key) and a code cell is shown with its outputs on the slide of its heading. ``check_slides`` refuses a deck that
-  lacks a marked cell (every cell but ``skip`` is in the deck, found by its cell id).
+- ``slides/<notebook>.html`` (and ``slides/zh/`` for the Chinese edition): a reveal.js deck per chapter and per
+  lab (the learner's ``labs/`` version: no answers), exported by nbconvert's ``SlidesExporter`` (``jupyter
+  nbconvert --to slides``) from the notebook's stored outputs. Each cell's slide type is its ``slideshow``
+  metadata or a tag naming one (``slide``, ``subslide``, ``fragment``, ``notes``, ``skip``; ``nbtools clean``
+  keeps tags), else the rule: a ``#``/``##`` heading starts a slide, a ``###`` heading a sub-slide, other prose
+  becomes the speaker's notes (reveal's ``s`` key) and a code cell is shown with its outputs on the slide of its
+  heading. ``check_slides`` refuses a deck that lacks a marked cell (every cell but ``skip`` is in the deck,
+  found by its cell id).
 - ``talking-points.md``: for each block of each day plan in INSTRUCTORS.md (:mod:`inferopt.pacing`), its time,
   who runs it and the fall-back, then each notebook's objectives (its "What you will be able to do" list), its
   "Try it" prompts and its sections. A teaching block whose notebooks give no objective is refused.
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inferopt.errors import CourseError
-from inferopt.paths import CHAPTERS, LABS, REPO_ROOT, SOLUTIONS
+from inferopt.paths import REPO_ROOT, SOLUTIONS
 
 OUT = REPO_ROOT / "build" / "presenter"
 SLIDE_TYPES = ("slide", "subslide", "fragment", "-", "notes", "skip")
@@ -111,9 +112,14 @@ def check_slides(nb, html: str) -> list[str]:
     return problems
 
 
-def deck_sources() -> list[Path]:
-    """The notebooks a deck is made from: every chapter, and every lab in its learner version (no answers)."""
-    return sorted(CHAPTERS.glob("*.ipynb")) + sorted(LABS.glob("lab*.ipynb"))
+def decks() -> list[tuple[Path, str]]:
+    """(notebook, deck path under the output folder): every chapter and every lab in its learner version (no
+    answers), English in ``slides/``, the Chinese edition (``zh/``, generated from them) in ``slides/zh/``."""
+    out = []
+    for root, prefix in ((REPO_ROOT, "slides"), (REPO_ROOT / "zh", "slides/zh")):
+        for nb in sorted((root / "chapters").glob("*.ipynb")) + sorted((root / "labs").glob("lab*.ipynb")):
+            out.append((nb, f"{prefix}/{nb.stem}.html"))
+    return out
 
 
 # ---------------------------------------------------------------- talking points
@@ -292,16 +298,17 @@ def build(out: Path = OUT, only: str | None = None) -> list[Path]:
         raise CourseError("solutions/ has no lab: the presenter material is built from the instructor's tree, "
                           "not from the learner pack")
     written = []
-    (out / "slides").mkdir(parents=True, exist_ok=True)
-    for nb_path in deck_sources():
+    out.mkdir(parents=True, exist_ok=True)
+    for nb_path, rel in decks():
         if not _wanted(only, nb_path):
             continue
         nb = _read_nb(nb_path)
         html = slides_html(nb)
         problems = check_slides(nb, html)
         if problems:
-            raise CourseError(f"slides of {nb_path.name}: {'; '.join(problems)}")
-        target = out / "slides" / f"{nb_path.stem}.html"
+            raise CourseError(f"slides of {nb_path.relative_to(REPO_ROOT)}: {'; '.join(problems)}")
+        target = out / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(html)
         written.append(target)
     tp = out / "talking-points.md"
@@ -324,12 +331,13 @@ def check(out: Path = OUT) -> list[str]:
         problems.append(f"no answer key in {out}: run `make presenter`")
     for key in keys:
         problems += check_answer_key(key)
-    for deck in sorted((out / "slides").glob("*.html")):
-        src = next((p for p in deck_sources() if p.stem == deck.stem), None)
-        if src is None:
-            problems.append(f"slides/{deck.name}: no notebook of that name any more")
+    sources = {rel: nb for nb, rel in decks()}
+    for deck in sorted((out / "slides").rglob("*.html")):
+        rel = deck.relative_to(out).as_posix()
+        if rel not in sources:
+            problems.append(f"{rel}: no notebook of that name any more")
             continue
-        problems += [f"slides/{deck.name}: {p}" for p in check_slides(_read_nb(src), deck.read_text())]
+        problems += [f"{rel}: {p}" for p in check_slides(_read_nb(sources[rel]), deck.read_text())]
     tp = out / "talking-points.md"
     if not tp.exists() or tp.read_text() != talking_points():
         problems.append("talking-points.md is missing or differs from INSTRUCTORS.md's plans: run `make presenter`")
@@ -349,9 +357,9 @@ def _run(args) -> int:
     out = Path(args.out)
     if args.action == "build":
         files = build(out, args.only)
-        decks = sum(f.parent.name == "slides" for f in files)
+        n_decks = sum(f.suffix == ".html" for f in files)
         keys = sum(f.name.startswith("answer-key") for f in files)
-        print(f"wrote {out}: {decks} slide decks, talking-points.md, {keys} answer keys")
+        print(f"wrote {out}: {n_decks} slide decks, talking-points.md, {keys} answer keys")
         return 0
     problems = check(out)
     for p in problems:
