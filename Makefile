@@ -34,6 +34,7 @@ help:
 	@echo "       make lock   re-resolve requirements*.in into the locks requirements-{cpu,gpu}.txt (then re-execute the notebooks)"
 	@echo "       make preflight [ROOM=http://host:port]   will this machine run the course? (no set-up needed)"
 	@echo "       make grade SUBMISSIONS=dir [JOBS=n]   grade a folder of submitted lab notebooks (CSV + summaries)"
+	@echo "       make presenter   slides, talking points and answer keys in build/presenter (instructors only)"
 
 ## setup: virtual environment + packages for the selected engine + the default model (CPU and GPU: its
 ## tokenizer cuts the load tests' prompts; it needs no hub)
@@ -210,6 +211,14 @@ learner-pack:
 	@mkdir -p $(dir $(PACK))
 	git archive --format=tar.gz --prefix=inference-course/ -o $(PACK) HEAD -- . $(foreach p,$(PACK_EXCLUDE),':(exclude)$(p)')
 	@echo "wrote $(PACK): the committed course without $(PACK_EXCLUDE) (unpack, then make lab)"
+
+## workshops: presenter material from the course's own sources (INSTRUCTORS.md, "Presenter material"): reveal.js
+## slides of every chapter and learner lab, talking points per block of the day plans, a one-page answer key per lab
+## from solutions/, in build/presenter (never in the learner pack); then checked against their sources
+.PHONY: presenter
+presenter: $(STAMP)
+	$(BIN)/python -m inferopt presenter build
+	$(BIN)/python -m inferopt presenter check
 
 env: $(STAMP)
 	$(BIN)/python -m inferopt env

@@ -64,6 +64,8 @@ CASES = [
     ("handin: drop folder missing", ["handin", "--to", MISSING, "--name", "ana"], {}),
     ("handin: drop folder unwritable", ["handin", "--to", "/proc", "--name", "ana"], {}),
     ("handin: no learner name", ["handin", "--to", "/tmp"], {"JUPYTERHUB_USER": ""}),
+    ("presenter: output folder unwritable", ["presenter", "build", "--out", UNWRITABLE], {}),
+    ("presenter: nothing built in the folder", ["presenter", "check", "--out", MISSING], {}),
     ("plan: --k8s folder unwritable", ["plan", "llama3-70b-chat", "--k8s", UNWRITABLE], {}),
     ("(no command)", [], {}),
     ("(unknown command)", ["fly"], {}),

@@ -6,8 +6,8 @@
         print(srv.chat("What is the capital of France?"), srv.kv_cache_tokens, srv.facts.block_size)
 
 It reads the engine's own account (model, max_model_len, block size, KV blocks and tokens, KV dtype,
-prefix caching, KV budget) from ``/v1/models`` and ``/metrics`` (:mod:`inferopt.serving.engine_facts`;
-the start-up log too when this machine's course started that engine), sends requests like a
+prefix caching, KV budget) from ``/v1/models`` and ``/metrics`` (:mod:`inferopt.serving.engine_facts`)
+only, never a log or a process of this machine (the engine may run elsewhere), sends requests like a
 ``VLLMServer`` (``chat``, ``stream_chat``, ``metrics_text``, ``base_url``, ``model_name``, and
 ``loadgen.Endpoint.from_server``), and never stops it: ``stop()`` and the end of a ``with`` block only
 let it go. The room switch needs no code change in a notebook: ``VLLMServer(...).start()`` attaches

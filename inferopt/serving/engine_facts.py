@@ -140,6 +140,10 @@ def _float(v) -> float | None:
         return None
 
 
+def _round2(v: float | None) -> float | None:
+    return None if v is None else round(v, 2)
+
+
 def _bool(v) -> bool | None:
     return {"True": True, "False": False, "true": True, "false": False}.get(v) if v is not None else None
 
@@ -193,8 +197,11 @@ def facts_from_sources(metrics_text: str = "", models_json: dict | None = None, 
         # the log's figures first (what the course has always compared with), the labels where no log
         kv_cache_tokens=startup.kv_cache_tokens if startup.kv_cache_tokens is not None
         else _int(labels.get("kv_cache_size_tokens")),
+        # the label holds vLLM's unrounded figure, the log prints it with '%.2fx' (vllm/v1/core/kv_cache_utils.py:
+        # update_kv_cache_capacity): both rounded to 2 decimals, so an engine read from its endpoints alone (a room's
+        # engine on another machine) reports what one read with its log does
         max_concurrency=startup.max_concurrency if startup.max_concurrency is not None
-        else _float(labels.get("kv_cache_max_concurrency")),
+        else _round2(_float(labels.get("kv_cache_max_concurrency"))),
         concurrency_for_tokens=startup.concurrency_for_tokens or max_len,
         cache_dtype=labels.get("cache_dtype"),
         model_dtype=dtype[-1] if dtype else None,

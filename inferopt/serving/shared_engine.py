@@ -9,10 +9,10 @@ line saying so.
 
 An attached engine must have what the cell asked for: the same served model, the same
 ``max_model_len``, the same KV budget when the cell gives one (``--kv-cache-memory-bytes``, read from
-``vllm:cache_config_info``), the same model dtype when the engine's start-up log is readable, and room
-for one whole request (KV tokens >= max_model_len). When it does not, ``INFEROPT_ENGINE_MISMATCH``
-decides: ``refuse`` (the default: a room) raises a one-line CourseError naming what differs; ``start``
-(the test suite) starts the cell's own engine and says so.
+``vllm:cache_config_info``), the KV tokens the memory calculator predicts for the cell's dtype (the
+endpoints do not name the model dtype), and room for one whole request (KV tokens >= max_model_len).
+When it does not, ``INFEROPT_ENGINE_MISMATCH`` decides: ``refuse`` (the default: a room) raises a one-line
+CourseError naming what differs; ``start`` (the test suite) starts the cell's own engine and says so.
 
 Everything here is a pure decision over :class:`EngineFacts` and the environment; the server
 object itself lives in :mod:`inferopt.serving.engine` (``VLLMServer``) and
@@ -84,8 +84,8 @@ def mismatches(facts: EngineFacts, *, model: str | None = None, max_model_len: i
     Exact settings: ``model`` (served name), ``max_model_len``, ``kv_cache_memory_bytes``, ``dtype``
     (the model dtype), ``enable_prefix_caching``, ``kv_cache_tokens`` (the memory calculator's figure for the
     asked configuration). Lower bounds: ``kv_cache_tokens_at_least``, ``max_model_len_at_least``. A setting
-    the engine did not report counts as missing, except the dtype of an engine whose log is not readable
-    here when ``kv_cache_tokens`` is asked: the same budget holds twice the tokens at half the bytes, so
+    the engine did not report counts as missing, except the dtype (no endpoint names it)
+    when ``kv_cache_tokens`` is asked: the same budget holds twice the tokens at half the bytes, so
     the token count settles the dtype."""
     out = []
 
@@ -122,24 +122,10 @@ def refusal(url: str, missing: list[str]) -> CourseError:
                        f"(or set {ENV_MISMATCH}=start) to start your own")
 
 
-def course_log_for(url: str) -> str:
-    """The start-up log of the engine at ``url`` when this machine's course started it (its pid file in
-    ``<cache>/servers`` names the port and the log), else ''. It adds the model dtype and token budget."""
-    from inferopt.serving.managed_process import server_records
-
-    host, port = split_url(url)
-    if host not in ("127.0.0.1", "localhost"):
-        return ""
-    for _, info in server_records():
-        if info and info.get("port") == port and info.get("log"):
-            try:
-                with open(info["log"], errors="replace") as f:
-                    return f.read()
-            except OSError:
-                continue
-    return ""
-
-
 def read_shared_facts(url: str, timeout: float = 10.0) -> EngineFacts:
-    """The facts of the engine at ``url``: /metrics, /v1/models, and its log where the course started it."""
-    return read_engine_facts(base_url(url), course_log_for(url), timeout=timeout)
+    """The facts of the engine at ``url`` from its own endpoints alone (/metrics, /v1/models), never from a log or
+    a process on this machine: a room's engine on another machine and one on this machine read the same, so what
+    a notebook learns from an attached engine does not depend on where the engine runs. What only a start-up log
+    says (the model dtype, the token budget) stays None; the dtype is then settled by the KV tokens
+    (:func:`mismatches`), and the KV element width by :meth:`EngineFacts.kv_dtype_bytes_from_budget`."""
+    return read_engine_facts(base_url(url), timeout=timeout)
