@@ -108,6 +108,12 @@ tools:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends nginx >/dev/null; rc=$$?; \
 	  [ -z "$$GUARD" ] || $$SUDO rm -f /usr/sbin/policy-rc.d; \
 	  [ $$rc = 0 ] || { echo "could not install nginx: chapter 06b's canary needs it (apt-get install nginx)"; exit 1; }; }
+	@# iproute2 only for the tests: the room engine reached from another network namespace (tests/test_room_netns.py)
+	@test -z "$(TOOLS_CHROMIUM)" || command -v ip >/dev/null || test -x /usr/sbin/ip || test -x /sbin/ip || { \
+	  echo "installing Debian's iproute2 package (the room-engine test's network namespace)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends iproute2 >/dev/null \
+	  || { echo "could not install iproute2: the room-engine test needs ip (apt-get install iproute2)"; exit 1; }; }
 	@# chromium only for the tests (`make lab` passes TOOLS_CHROMIUM= : a learner needs no second browser);
 	@# fonts-wqy-zenhei: the Chinese terms of the course text in the browser tests' screenshots
 	@test -z "$(TOOLS_CHROMIUM)" || test -x /usr/bin/chromium || { \
