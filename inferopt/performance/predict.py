@@ -350,24 +350,13 @@ def add_subcommand(subparsers) -> None:
 
 def _oracle(args: argparse.Namespace):
     """vLLM's verdict (inferopt.vllm_oracle.runtime) on the command the prediction is for, and its notes."""
-    from inferopt.planning.model_specs import model_index
-    from inferopt.vllm_oracle.runtime import check_command, check_request, precision_flags
+    from inferopt.vllm_oracle.runtime import check_command, check_request, serve_argv
 
-    m = model_index().get(args.model)
-    checkpoint = m["hf_id"] if m else str(args.model)
-    argv, notes = ["vllm", "serve", checkpoint], []
-    try:
-        argv += precision_flags(checkpoint, args.weights)
-    except CourseError as exc:
-        notes.append(f"--weights {args.weights}: {exc}")
-    for flag, value, default in (("--tensor-parallel-size", args.tp, 1), ("--pipeline-parallel-size", args.pp, 1),
-                                 ("--kv-cache-dtype", args.kv_dtype, "auto"),
-                                 ("--max-num-seqs", args.max_num_seqs, None),
-                                 ("--max-num-batched-tokens", args.max_num_batched_tokens, None),
-                                 ("--max-model-len", args.max_model_len, None),
-                                 ("--kv-cache-memory-bytes", args.kv_cache_memory_bytes, None)):
-        if value is not None and value != default:
-            argv += [flag, str(value)]
+    argv, notes = serve_argv(args.model, args.weights, (
+        ("--tensor-parallel-size", args.tp, 1), ("--pipeline-parallel-size", args.pp, 1),
+        ("--kv-cache-dtype", args.kv_dtype, "auto"), ("--max-num-seqs", args.max_num_seqs, None),
+        ("--max-num-batched-tokens", args.max_num_batched_tokens, None), ("--max-model-len", args.max_model_len, None),
+        ("--kv-cache-memory-bytes", args.kv_cache_memory_bytes, None)))
     argv += ["--no-enable-chunked-prefill"] if args.no_enable_chunked_prefill else []
     argv += ["--enforce-eager"] if args.enforce_eager else []
     v = check_command(argv, gpu=args.gpu).require()      # vLLM's refusal first, in its one line

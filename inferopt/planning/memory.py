@@ -794,16 +794,8 @@ def serve_command(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """(the ``vllm serve`` argv the memory question describes, notes): the flags the user gave, the precision as
     vLLM needs it for the model's checkpoint (FP8 from BF16: --quantization fp8; INT4/INT8: another checkpoint,
     named in a note, and the command checked without it)."""
-    from inferopt.planning.model_specs import model_index
-    from inferopt.vllm_oracle.runtime import precision_flags
+    from inferopt.vllm_oracle.runtime import serve_argv
 
-    m = model_index().get(args.model)
-    checkpoint = m["hf_id"] if m else str(args.model)
-    argv, notes = ["vllm", "serve", checkpoint], []
-    try:
-        argv += precision_flags(checkpoint, args.weights)
-    except CourseError as exc:
-        notes.append(f"--weights {args.weights}: {exc}")
     flag_values = [("--tensor-parallel-size", args.tp, 1), ("--pipeline-parallel-size", args.pp, 1),
                    ("--dtype", args.dtype, None), ("--kv-cache-dtype", args.kv_dtype, "auto"),
                    ("--gpu-memory-utilization", args.gpu_memory_utilization, None),
@@ -811,9 +803,7 @@ def serve_command(args: argparse.Namespace) -> tuple[list[str], list[str]]:
                    ("--max-num-batched-tokens", args.max_num_batched_tokens, None),
                    ("--max-num-seqs", args.max_num_seqs, None), ("--block-size", args.block_size, None),
                    ("--kv-cache-memory-bytes", args.kv_cache_memory_bytes, None)]
-    for flag, value, default in flag_values:
-        if value is not None and value != default:
-            argv += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    argv, notes = serve_argv(args.model, args.weights, flag_values)
     if args.max_loras is not None or args.max_lora_rank is not None:
         argv.append("--enable-lora")
         argv += ["--max-loras", str(args.max_loras)] if args.max_loras is not None else []

@@ -32,15 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inferopt.errors import CourseError
+from inferopt.nbtools import _BEGIN_CODE, _BEGIN_MD, _END_CODE, _END_MD  # the markers `make labs` cuts at
 from inferopt.paths import REPO_ROOT, SOLUTIONS
 
 OUT = REPO_ROOT / "build" / "presenter"
 SLIDE_TYPES = ("slide", "subslide", "fragment", "-", "notes", "skip")
 _OBJECTIVES = "**What you will be able to do**"
-_BEGIN_CODE = re.compile(r"^[ \t]*### BEGIN SOLUTION[ \t]*$")
-_END_CODE = re.compile(r"^[ \t]*### END SOLUTION[ \t]*$")
-_BEGIN_MD = re.compile(r"^\s*(<!--\s*)?BEGIN SOLUTION(\s*-->)?\s*$")
-_END_MD = re.compile(r"^\s*(<!--\s*)?END SOLUTION(\s*-->)?\s*$")
 _KEY_HEAD = re.compile(r"^<!-- generated from (\S+) sha256 ([0-9a-f]{16}) by `python -m inferopt presenter build`")
 
 

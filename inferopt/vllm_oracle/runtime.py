@@ -247,6 +247,25 @@ def _format_of(name: str) -> str:
     return "fp16" if spec.torch_dtype == "float16" else "bf16"      # unquantized (precision_flags treats them alike)
 
 
+def serve_argv(model: str, weights, flag_values) -> tuple[list[str], list[str]]:
+    """(``vllm serve`` argv, notes) for a course model id (or a checkpoint) with the precision as vLLM needs it for
+    the checkpoint (:func:`precision_flags`; a refusal becomes a note) and each ``(flag, value, default)`` whose
+    value is given and differs from the default (floats written with ``:g``)."""
+    from inferopt.planning.model_specs import model_index
+
+    m = model_index().get(model)
+    checkpoint = m["hf_id"] if m else str(model)
+    argv, notes = ["vllm", "serve", checkpoint], []
+    try:
+        argv += precision_flags(checkpoint, weights)
+    except CourseError as exc:
+        notes.append(f"--weights {weights}: {exc}")
+    for flag, value, default in flag_values:
+        if value is not None and value != default:
+            argv += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    return argv, notes
+
+
 def precision_flags(checkpoint: str, weight_format: str) -> list[str]:
     """The flags that serve ``checkpoint`` with ``weight_format`` weights, or a CourseError naming the checkpoint
     to get when vLLM has no flag for it (INT4 AWQ/GPTQ and INT8 W8A8 are checkpoints, not flags)."""
