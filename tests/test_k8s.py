@@ -158,3 +158,69 @@ def test_cli_writes_files_that_revalidate(tmp_path, plan, capsys):
     assert main(["plan", "--k8s", str(tmp_path / "bad"), "--instances", "5"]) == 2
     assert "N+1" in capsys.readouterr().err
     assert yaml.safe_load((out / "11-configmap-llm-gateway.yaml").read_text())["data"]["default.conf"].count("weight=50") == 2
+
+
+# ---------------------------------------------------------------- chapter 05's shipped plan (what 06b deploys)
+@pytest.fixture(scope="module")
+def shipped(plan):
+    from inferopt.performance import capacity_check
+
+    s = capacity_check.ship(plan, capacity_check.check(plan, sensitivity=False))
+    return s, capacity_check.shipped_plan(plan, s)
+
+
+def test_shipped_plan_manifests_run_the_shipped_commands(shipped):
+    s, sp = shipped
+    objs = k8s.manifests(sp, canary_weight=5)
+    assert k8s.validate(objs, sp) == len(objs)
+    engines = _engine_pods(objs)
+    pods = sum(d["spec"]["replicas"] for d in engines)
+    assert k8s.replicas_per_instance(sp) == s.layout.replicas == 4 and k8s.gpus_per_pod(sp) == s.layout.tp == 2
+    assert pods == s.fleet.instances * s.layout.replicas == 40
+    gpus = sum(d["spec"]["replicas"] * d["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+               [k8s.GPU_RESOURCE] for d in engines)
+    assert gpus == s.fleet.gpus == 80
+    assert _find(objs, "PodDisruptionBudget", "vllm-engine")["spec"]["minAvailable"] == 9 * 4   # N = 8 + 1 surge
+    for d in engines:                   # every flag of chapter 05's printed commands, with its value
+        args = d["spec"]["template"]["spec"]["containers"][0]["args"]
+        for cmd in s.commands:
+            words = cmd.split()[3:]     # CUDA_VISIBLE_DEVICES=... vllm serve MODEL
+            assert args[0] == words[0]
+            flags = words[1:]
+            for i, f in enumerate(flags):
+                if f.startswith("--") and f != "--port":
+                    assert f in args
+                    if i + 1 < len(flags) and not flags[i + 1].startswith("--"):
+                        assert args[args.index(f) + 1] == flags[i + 1], f
+
+
+def test_manifests_of_another_plan_are_rejected(plan, shipped):
+    _, sp = shipped
+    with pytest.raises(CourseError, match="nvidia.com/gpu is 8, the plan's command holds 2"):
+        k8s.validate(k8s.manifests(plan), sp)        # the original TP=8 plan's pods against the shipped plan
+    with pytest.raises(CourseError, match="nvidia.com/gpu is 2, the plan's command holds 8"):
+        k8s.validate(k8s.manifests(sp), plan)
+
+
+def test_shipped_plan_n_plus_one_counts_pods_of_whole_instances(shipped):
+    _, sp = shipped
+    objs = k8s.manifests(sp)
+    bad = copy.deepcopy(objs)
+    _find(bad, "Deployment", "vllm-engine-stable")["spec"]["replicas"] -= 1     # 39 pods: one instance short of N+1
+    with pytest.raises(CourseError, match="39 engine pods .4 per instance. cannot survive losing one instance"):
+        k8s.validate(bad, sp)
+    bad = copy.deepcopy(objs)
+    _find(bad, "PodDisruptionBudget", "vllm-engine")["spec"]["minAvailable"] = 9   # instances, not pods
+    with pytest.raises(CourseError, match="minAvailable is 9: N\\+1 keeps the 36 engine pods"):
+        k8s.validate(bad, sp)
+
+
+def test_command_that_does_not_divide_the_instance_is_rejected(shipped):
+    import dataclasses
+
+    from inferopt.planning.planner import launch_command
+
+    _, sp = shipped
+    odd = dataclasses.replace(sp, command=launch_command("m", gpu="H100-SXM-80GB", tensor_parallel_size=3))
+    with pytest.raises(CourseError, match="holds 3 GPUs, which does not divide an instance of 8"):
+        k8s.manifests(odd)

@@ -13,10 +13,12 @@
 3. A rate whose queue grows without bound (the model's ``saturated``) is reported as "the queue grows": its
    latency is set only by how long the simulation ran, so it is never quoted as a multiple of the SLO.
 
-:func:`check` answers all three for a plan; :func:`ship` turns the answer into the command to ship and its fleet.
+:func:`check` answers all three for a plan; :func:`ship` turns the answer into the command to ship and its fleet;
+:func:`shipped_plan` makes that a plan again (what chapter 06b's Kubernetes manifests run).
 """
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -220,3 +222,18 @@ def ship(plan: planner.DeploymentPlan, chk: CapacityCheck) -> Ship:
             why = f"holds as much ({lay.low:g} QPS) with more GPUs per replica: a larger failure unit"
         others.append((lay.name, why))
     return Ship(best, best.low, seqs, commands, fleet, others)
+
+
+def shipped_plan(plan: planner.DeploymentPlan, s: Ship) -> planner.DeploymentPlan:
+    """The plan that ships, checked again by the planner: ``plan``'s scenario with the shipped layout's
+    ``--tensor-parallel-size`` and ``--max-num-seqs`` and the per-instance rate the fleet was sized on. Its command is
+    one replica's (an instance of the plan's GPUs runs ``s.layout.replicas`` of them: what
+    :func:`inferopt.planning.k8s.replicas_per_instance` turns into pods); its fleet is ``s.fleet``, else CourseError."""
+    sc = copy.deepcopy(plan.scenario)
+    sc["plan"].update(tensor_parallel_size=s.layout.tp, max_num_seqs=s.max_num_seqs)
+    sc["capacity"]["per_instance_qps"] = s.per_instance_qps
+    out = planner.make_plan(sc)
+    if (out.capacity.instances, out.capacity.gpus) != (s.fleet.instances, s.fleet.gpus):
+        raise CourseError(f"the shipped plan's fleet ({out.capacity.instances} instances, {out.capacity.gpus} GPUs) "
+                          f"is not the one ship() sized ({s.fleet.instances}, {s.fleet.gpus}): report this as a bug")
+    return out

@@ -8,12 +8,14 @@
 
 What is written (one YAML file per object, plus a Dockerfile for the router image):
 - two engine Deployments, ``vllm-engine-stable`` and ``vllm-engine-canary`` (the canary runs the
-  new image tag), each pod asking for the plan's GPUs per instance (``nvidia.com/gpu``), running
-  ``vllm serve`` with the planner's flags, readiness and liveness probes on ``/health`` (plus a
+  new image tag), each pod one ``vllm serve`` of the plan's command asking for the GPUs that command
+  holds (``nvidia.com/gpu``: its TP; an instance of ``gpus_per_instance`` GPUs is
+  :func:`replicas_per_instance` pods, e.g. 4 pods of TP=2 for chapter 05's shipped plan), with the planner's
+  flags, readiness and liveness probes on ``/health`` (plus a
   start-up probe: a 70B model takes minutes to load), ``/dev/shm`` for tensor parallelism, and
   Prometheus scrape annotations for ``/metrics``;
-- a PodDisruptionBudget over all engine pods with ``minAvailable`` = instances − spares, so a
-  node drain can take at most the N+1 spare(s) away at once;
+- a PodDisruptionBudget over all engine pods with ``minAvailable`` = the pods of the instances the
+  peak needs, so a node drain can take at most the N+1 spare instance's pods away at once;
 - vLLM's router (``vllm-router``) per track, with Kubernetes service discovery of the engine
   pods by label (``--service-discovery --selector``), cache-aware routing, and its RBAC
   (ServiceAccount, Role to list/watch pods, RoleBinding);
@@ -58,8 +60,28 @@ def _meta(name: str, ns: str, labels: dict, **extra) -> dict:
     return {"name": name, "namespace": ns, "labels": labels, **extra}
 
 
+def gpus_per_pod(plan) -> int:
+    """GPUs one ``vllm serve`` of the plan's command holds: its tensor-parallel size (times its pipeline stages)."""
+    flags = plan.command.flags
+
+    def size(flag: str) -> int:
+        return int(flags[flags.index(flag) + 1]) if flag in flags else 1
+
+    return size("--tensor-parallel-size") * size("--pipeline-parallel-size")
+
+
+def replicas_per_instance(plan) -> int:
+    """Engine pods per instance: the instance's GPUs over the GPUs one command holds (1 for TP=8 on 8 GPUs, 4 for
+    TP=2 on 8 GPUs); CourseError when the command does not divide the instance."""
+    gpus, per = plan.capacity.gpus_per_instance, gpus_per_pod(plan)
+    if gpus % per:
+        raise CourseError(f"the plan's command holds {per} GPUs, which does not divide an instance of {gpus}: "
+                          "choose a tensor-parallel size that divides the instance's GPUs")
+    return gpus // per
+
+
 def _engine_deployment(plan, ns: str, track: str, replicas: int, image: str) -> dict:
-    gpus = plan.capacity.gpus_per_instance
+    gpus = gpus_per_pod(plan)
     # the planner's `vllm serve MODEL --flags ...`, served on all pod addresses
     serve = plan.command.serve_argv
     model, flags = serve[2], list(serve[3:])
@@ -199,25 +221,32 @@ def needed_instances(plan) -> int:
     return plan.capacity.base_instances + plan.capacity.surge_instances
 
 
+def needed_pods(plan) -> int:
+    """Engine pods that must be up to carry the peak: the needed instances' pods (the PDB's minAvailable)."""
+    return needed_instances(plan) * replicas_per_instance(plan)
+
+
 def manifests(plan, *, canary_weight: float = 5, namespace: str = "inferopt", instances: int | None = None,
               stable_image: str = f"{VLLM_IMAGE}:v0.32.0", canary_image: str = f"{VLLM_IMAGE}:v0.33.0",
               router_image: str = "REGISTRY/vllm-router:0.1.17") -> list[dict]:
     """All Kubernetes objects for ``plan`` (a planner.DeploymentPlan with a capacity section).
 
-    ``instances`` overrides the plan's instance count; it must stay at least N+1."""
+    ``instances`` overrides the plan's instance count; it must stay at least N+1. Each instance is
+    :func:`replicas_per_instance` engine pods; the canary's pods follow its weight over all of them."""
     if plan.capacity is None:
         raise CourseError("this plan has no capacity section (target QPS, per-instance QPS, redundancy): "
                           "add one to the scenario file to size the deployment")
     needed = needed_instances(plan)
     instances = check_instances(plan.capacity.instances if instances is None else instances, needed)
-    n_canary = canary_replicas(instances, canary_weight)
+    pods = instances * replicas_per_instance(plan)
+    n_canary = canary_replicas(pods, canary_weight)
     objs = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": _labels(app="inferopt")}}]
     objs += _rbac(namespace)
-    objs.append(_engine_deployment(plan, namespace, "stable", instances - n_canary, stable_image))
+    objs.append(_engine_deployment(plan, namespace, "stable", pods - n_canary, stable_image))
     objs.append(_engine_deployment(plan, namespace, "canary", n_canary, canary_image))
     objs.append({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
                  "metadata": _meta("vllm-engine", namespace, _labels()),
-                 "spec": {"minAvailable": needed,
+                 "spec": {"minAvailable": needed_pods(plan),
                           "selector": {"matchLabels": _labels()}}})
     for track in ("stable", "canary"):
         objs += _router(namespace, track, router_image)
@@ -250,7 +279,7 @@ VALUE_CHECKED = ("--dtype", "--kv-cache-dtype", "--tensor-parallel-size")
 
 def plan_check(objs: list[dict], plan) -> None:
     """The manifests against the plan: GPUs per pod, flags, probes, scrape annotations, N+1 PDB, split."""
-    cap = plan.capacity
+    per_pod, per_instance = gpus_per_pod(plan), replicas_per_instance(plan)
     engines = [o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"].startswith("vllm-engine-")]
     if not engines:
         raise CourseError("no engine Deployment (vllm-engine-*) in the manifests")
@@ -262,9 +291,9 @@ def plan_check(objs: list[dict], plan) -> None:
         res = c.get("resources") or {}
         for kind in ("requests", "limits"):
             got = (res.get(kind) or {}).get(GPU_RESOURCE)
-            if got != cap.gpus_per_instance:
-                raise CourseError(f"{name}: {kind} {GPU_RESOURCE} is {got!r}, the plan needs "
-                                  f"{cap.gpus_per_instance} GPUs per instance")
+            if got != per_pod:
+                raise CourseError(f"{name}: {kind} {GPU_RESOURCE} is {got!r}, the plan's command holds "
+                                  f"{per_pod} GPUs per engine pod")
         args = c.get("args") or []
         flags = plan.command.flags
         for i, flag in enumerate(flags):
@@ -283,7 +312,13 @@ def plan_check(objs: list[dict], plan) -> None:
             raise CourseError(f"{name}: pods need prometheus.io/scrape 'true' and path /metrics to be monitored")
         total += dep["spec"]["replicas"]
     needed = needed_instances(plan)
-    check_instances(total, needed)
+    if per_instance == 1:
+        check_instances(total, needed)
+    elif total < (needed + 1) * per_instance:
+        raise CourseError(f"{total} engine pods ({per_instance} per instance) cannot survive losing one instance: the "
+                          f"load needs {needed} instances, so N+1 means at least {(needed + 1) * per_instance} pods. "
+                          "Raise the replica count.")
+    needed = needed * per_instance
     pdbs = [o for o in objs if o["kind"] == "PodDisruptionBudget"]
     if len(pdbs) != 1:
         raise CourseError(f"expected one PodDisruptionBudget over the engines, found {len(pdbs)}")
@@ -293,7 +328,7 @@ def plan_check(objs: list[dict], plan) -> None:
             raise CourseError(f"the PodDisruptionBudget's selector does not select {dep['metadata']['name']}'s pods")
     if spec.get("minAvailable") != needed or "maxUnavailable" in spec:
         raise CourseError(f"PodDisruptionBudget minAvailable is {spec.get('minAvailable')!r}: N+1 keeps the "
-                          f"{needed} instances the peak needs available (more blocks every drain, fewer lets "
+                          f"{needed} engine pods the peak needs available (more blocks every drain, fewer lets "
                           f"a drain take more than the spare)")
     conf = [o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "llm-gateway"]
     if conf:
