@@ -39,13 +39,6 @@ FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 # Attributions in notebooks outside this change's scope, each still failing (the test below insists: fix one and
 # it must leave this list). Exact changes for their owners are in the report of branch truth-evidence.
 PENDING = {
-    ("02-decision-tree.md", "The original says:** with long prompts"),
-    ("02-decision-tree.md", "The original says:** when the GPU is under-fed"),
-    ("02-decision-tree.md", "(C2) If the weights alone do not fit: the original chapter lists"),
-    ("02-decision-tree.md", "A quantized *target* is what the original chapter recommends"),
-    ("02-decision-tree.po", "**A1. 原文说：**"),
-    ("02-decision-tree.po", "**B3. 原文说：**"),
-    ("02-decision-tree.po", "(C2) 如果单是权重就放不下：原章节列出了"),
 }
 
 

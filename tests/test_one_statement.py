@@ -112,7 +112,6 @@ from inferopt.diagnosis import sizing  # noqa: E402
 
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 PENDING = {
-    "02-decision-tree.md": "sized to the smallest power of two that holds the weights",
 }
 
 
