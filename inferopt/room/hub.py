@@ -399,6 +399,9 @@ def add_subcommand(sub) -> None:
                    help="address-space limit per learner process, GiB (default 8; 0: none)")
     s.add_argument("--room-dir", default=str(DEFAULT_ROOM), help="learners' folders, hand-ins, the hub's state")
     s.add_argument("--pack", default=str(REPO_ROOT / "build" / "learner-pack.tar.gz"))
+    s.add_argument("--policy", choices=["refuse", "none"], default="refuse",
+                   help="a learner's own engine start: refuse (default: one line naming the room engine) or none "
+                   "(learners may start engines: each takes its own memory and cores)")
     s.add_argument("--share-references", action="store_true",
                    help="give the learners' check cells the checks' references (INFEROPT_REFERENCES: this checkout's "
                    "inferopt/labcheck; whoever can read it can read the formulas: INSTRUCTORS.md, 'The learner pack')")
@@ -418,7 +421,7 @@ def _serve(a) -> int:
             raise CourseError(f"{what} {n}: give a whole number of at least {0 if what == '--engines' else 1}")
     room = Room(a.room_dir, ip=a.ip, port=a.port, engine_urls=a.engine_url, engines=a.engines,
                 engine_cores=a.engine_cores, cores_per_learner=a.learner_cores, mem_gib=a.learner_mem_gib,
-                password=a.password, pack=a.pack,
+                password=a.password, pack=a.pack, policy="" if a.policy == "none" else a.policy,
                 references=REPO_ROOT / "inferopt" / "labcheck" if a.share_references else None)
     stop = []
     for sig in (signal.SIGINT, signal.SIGTERM):
