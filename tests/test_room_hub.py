@@ -124,6 +124,33 @@ def sign_in(browser, room, name: str, password: str = PASSWORD):
     return page
 
 
+def _state(nbp, lab, path: str) -> str:
+    """What the learner's notebook holds (saved from the page): each code cell's count and its error, if any."""
+    nbp.page.keyboard.press("Control+s")
+    nbp.page.wait_for_timeout(2000)
+    nb = json.loads((lab.root / path).read_text())
+    out = []
+    for k, c in enumerate(x for x in nb["cells"] if x["cell_type"] == "code"):
+        errs = [f"{o.get('ename')}: {o.get('evalue')}" for o in c.get("outputs", []) if o.get("output_type") == "error"]
+        errs += [o["text"][-300:] for o in c.get("outputs", []) if o.get("name") == "stderr"]
+        out.append(f"cell {k}: [{c.get('execution_count')}] {' | '.join(errs)}")
+    return "; ".join(out)
+
+
+def test_the_start_pages_course_path_without_solutions(monkeypatch, tmp_path):
+    """A learner's folder holds the learner pack, which has no solutions/: the start page's first cell (the course
+    path, each lab's minutes from its front matter) reads the labs/ notebooks there and gives the same path."""
+    from inferopt import pacing
+    from inferopt.course_map import course_path
+
+    with_solutions = course_path()
+    monkeypatch.setattr(pacing, "SOLUTIONS", tmp_path / "no-solutions")
+    assert course_path() == with_solutions
+    monkeypatch.setattr(pacing, "LABS", tmp_path / "no-labs")       # the wrong case: no lab anywhere
+    with pytest.raises(CourseError, match="no such notebook: lab 1"):
+        course_path()
+
+
 def test_room_layout_and_wrong_values():
     """The core split and the policy's wrong values (no hub needed)."""
     taken, rest = split_cores(list(range(32)), 2, 2)
@@ -189,9 +216,9 @@ def test_three_learners_in_the_browser(room, browser, live_server):
                 nbp.wait_kernel_idle(timeout_s)
                 problems = nbp.problems()
                 assert not problems, (name, path, problems)
-            except Exception:
+            except Exception as exc:
                 nbp.screenshot(f"room-{name}-{path.split('/')[-1].removesuffix('.ipynb')}-FAILED")
-                raise
+                raise AssertionError(f"{name}, {path}: {_state(nbp, labs[name], path)}") from exc
         return nbps
 
     # chapter 00, all three at once: the engine cell attaches to the room engine, the answer streams
