@@ -35,7 +35,7 @@ COMMAND_MODULES = [
     "inferopt.labcheck.grade",        # grade (a folder of submitted lab notebooks)
     "inferopt.room.preflight",        # preflight (will this machine run the course? stdlib only)
     "inferopt.room.handin",           # handin (copy my lab notebooks to the room's drop folder)
-    "inferopt.room.hub",              # room serve | room measure (JupyterHub for a workshop room; its capacity)
+    "inferopt.room.cli",              # room serve | room measure (JupyterHub for a workshop room; its capacity)
     "inferopt.vllm_oracle.hardware_table",  # hardware-table (regenerate assets/hardware_rules.yaml from vLLM)
 ]
 BAD_INPUT = 2

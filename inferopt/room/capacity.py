@@ -253,7 +253,10 @@ def measure(a) -> dict:
     from inferopt.serving.engine import VLLMServer
 
     out_path = Path(a.out) if a.out else results_dir() / "room-capacity.json"
-    levels = [int(x) for x in a.clients.split(",") if x.strip()]
+    try:
+        levels = [int(x) for x in a.clients.split(",") if x.strip()]
+    except ValueError:
+        levels = []
     if not levels or any(n < 1 for n in levels):
         raise CourseError(f"--clients {a.clients!r}: give client counts such as 1,2,4,8")
     cores = sorted(os.sched_getaffinity(0))
