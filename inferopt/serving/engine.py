@@ -587,6 +587,7 @@ class VLLMServer(ManagedProcess):
             if se.mismatch_policy() == "refuse":
                 raise se.refusal(url, missing)
             why_own = f"the shared engine lacks {'; '.join(missing)}"
+        room_policy_check(self)        # a room's learner: one line, not "this cell starts its own engine" first
         if not self.quiet:
             print(f"this cell starts its own engine ({why_own}); the shared engine at {url} is left alone")
         return False
