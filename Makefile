@@ -24,6 +24,9 @@ LAB_OPTS ?=
 ROOT_OPT := $(if $(filter 0,$(shell id -u)),--allow-root)
 NB ?=
 TOOLS_CHROMIUM ?= 1
+# JupyterHub's proxy (make room), installed by `make tools` with npm into .cache/tools (no sudo)
+CHP_VERSION := 5.3.0
+CHP := .cache/tools/chp/node_modules/.bin/configurable-http-proxy
 
 .PHONY: lock machine-check gpu-check setup lab lab-command test tools model labs zh check sync clean-notebooks run-notebooks bench env help book images grade
 
@@ -35,6 +38,7 @@ help:
 	@echo "       make preflight [ROOM=http://host:port]   will this machine run the course? (no set-up needed)"
 	@echo "       make grade SUBMISSIONS=dir [JOBS=n]   grade a folder of submitted lab notebooks (CSV + summaries)"
 	@echo "       make presenter   slides, talking points and answer keys in build/presenter (instructors only)"
+	@echo "       make room [ROOM_IP=lan-address]   serve the course to a room with JupyterHub (INSTRUCTORS.md)"
 
 ## setup: virtual environment + packages for the selected engine + the default model (CPU and GPU: its
 ## tokenizer cuts the load tests' prompts; it needs no hub)
@@ -92,7 +96,8 @@ $(MODEL_STAMP): | $(STAMP)
 	$(BIN)/python -m inferopt prepare-model
 
 ## Debian packages: prometheus (promtool + server) for chapter 06 and its tests; nginx for 06b; chromium for the
-## browser tests (tests/test_browser.py drive it through Playwright; nothing downloads a browser)
+## browser tests (tests/test_browser.py drive it through Playwright; nothing downloads a browser); npm's
+## configurable-http-proxy for make room (and tests/test_room_hub.py)
 tools:
 	@command -v promtool >/dev/null && command -v prometheus >/dev/null || { \
 	  echo "installing Debian's prometheus package (promtool + server; starts no daemon)"; \
@@ -114,6 +119,13 @@ tools:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends iproute2 >/dev/null \
 	  || { echo "could not install iproute2: the room-engine test needs ip (apt-get install iproute2)"; exit 1; }; }
+	@# the room server (make room): JupyterHub's proxy, npm's configurable-http-proxy, into .cache/tools (no sudo)
+	@test -x $(CHP) || { command -v npm >/dev/null || { \
+	  echo "installing Debian's nodejs and npm packages (JupyterHub's proxy for make room)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null; } \
+	  && npm install --silent --no-audit --no-fund --prefix .cache/tools/chp configurable-http-proxy@$(CHP_VERSION) >/dev/null \
+	  || { echo "could not install configurable-http-proxy: make room needs it (apt-get install nodejs npm, then make tools)"; exit 1; }; }
 	@# chromium only for the tests (`make lab` passes TOOLS_CHROMIUM= : a learner needs no second browser);
 	@# fonts-wqy-zenhei: the Chinese terms of the course text in the browser tests' screenshots
 	@test -z "$(TOOLS_CHROMIUM)" || test -x /usr/bin/chromium || { \
@@ -195,6 +207,18 @@ ROOM ?=
 .PHONY: preflight
 preflight:
 	@$(PYTHON) inferopt/room/preflight.py $(if $(ROOM),--room $(ROOM))
+
+## workshops: the room server (INSTRUCTORS.md, "The room server"): JupyterHub on ROOM_IP:ROOM_PORT (loopback unless
+## ROOM_IP is given, e.g. the room's LAN address), one JupyterLab per learner with a copy of the learner pack, bound to
+## its own core(s), the room engine(s) started once and attached for everyone; Ctrl-C stops it all. ROOM_OPTS: more
+## flags of `python -m inferopt room serve --help` (e.g. --engines 2 --learner-mem-gib 6)
+ROOM_IP ?= 127.0.0.1
+ROOM_PORT ?= 8000
+ROOM_OPTS ?=
+.PHONY: room
+room: setup learner-pack
+	@$(MAKE) --no-print-directory tools TOOLS_CHROMIUM=
+	$(BIN)/python -m inferopt room serve --ip $(ROOM_IP) --port $(ROOM_PORT) --pack $(PACK) $(ROOM_OPTS)
 
 ## workshops: grade a folder of submitted lab notebooks (see INSTRUCTORS.md), e.g. the hand-in folder
 ## (python -m inferopt handin: one sub-folder per learner); JOBS tasks at once (default: the CPU count)

@@ -36,6 +36,7 @@ COMMAND_MODULES = [
     "inferopt.room.preflight",        # preflight (will this machine run the course? stdlib only)
     "inferopt.room.handin",           # handin (copy my lab notebooks to the room's drop folder)
     "inferopt.room.presenter",        # presenter build | check (slides, talking points, answer keys)
+    "inferopt.room.cli",              # room serve | room measure (JupyterHub for a workshop room; its capacity)
     "inferopt.vllm_oracle.hardware_table",  # hardware-table (regenerate assets/hardware_rules.yaml from vLLM)
 ]
 BAD_INPUT = 2

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inferopt.errors import CourseError
-from inferopt.paths import CHAPTERS, REPO_ROOT, SOLUTIONS
+from inferopt.paths import CHAPTERS, LABS, REPO_ROOT, SOLUTIONS
 
 INSTRUCTORS = REPO_ROOT / "INSTRUCTORS.md"
 _NUM = r"(\d+)(?:\s*[–-]\s*(\d+))?"
@@ -63,7 +63,7 @@ def notebook_path(name: str) -> Path:
     """The MyST twin of a chapter ('02b') or a lab ('lab 1')."""
     key = name.strip().lower()
     m = re.fullmatch(r"lab\s*(\d)", key)
-    found = sorted(SOLUTIONS.glob(f"lab{m.group(1)}-*.md")) if m else sorted(CHAPTERS.glob(f"{key}-*.md"))
+    found = sorted(_lab_sources(f"lab{m.group(1)}-*")) if m else sorted(CHAPTERS.glob(f"{key}-*.md"))
     if len(found) != 1:
         raise CourseError(f"plan names {name!r}: no single notebook matches; use a chapter number "
                           "('02b') or a lab ('lab 1')")
@@ -73,13 +73,31 @@ def notebook_path(name: str) -> Path:
 def notebook_names() -> list[str]:
     """Every chapter and lab as the plans name them ('00', '02b', 'lab 1'), in file order."""
     return ([p.name.split("-")[0] for p in sorted(CHAPTERS.glob("*.md"))]
-            + [f"lab {p.name[3]}" for p in sorted(SOLUTIONS.glob("lab*.md"))])
+            + [f"lab {p.name[3]}" for p in sorted(_lab_sources("lab*"))])
+
+
+def _lab_sources(pattern: str) -> list[Path]:
+    """The labs' MyST twins in solutions/, or, in the learner pack (no solutions/), the generated labs/ notebooks:
+    their front matter is the same (labs/ is generated from solutions/)."""
+    return list(SOLUTIONS.glob(f"{pattern}.md")) if SOLUTIONS.is_dir() else list(LABS.glob(f"{pattern}.ipynb"))
+
+
+def _front_matter(path: Path) -> str:
+    """The text before the notebook's first '## ' heading (a notebook: its markdown cells)."""
+    if path.suffix == ".ipynb":
+        import json
+
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    else:
+        text = path.read_text(encoding="utf-8")
+    return text.split("\n## ", 1)[0]
 
 
 def estimate(name: str) -> Estimate:
     """Reading, working and run minutes as the notebook's front matter states them."""
     path = notebook_path(name)
-    head = path.read_text().split("\n## ", 1)[0]
+    head = _front_matter(path)
     time_line = next((ln for ln in head.splitlines() if "**Time**" in ln), None)
     if time_line is None:
         raise CourseError(f"{path.relative_to(REPO_ROOT)}: no **Time** line in its front matter")

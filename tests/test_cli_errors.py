@@ -61,6 +61,8 @@ CASES = [
     ("grade: submissions folder missing", ["grade", MISSING], {}),
     ("grade: --jobs 0", ["grade", "/etc", "--jobs", "0"], {}),
     ("preflight: room address not a URL", ["preflight", "--room", "room-7"], {}),
+    ("room serve: learner pack missing", ["room", "serve", "--pack", MISSING, "--engine-url", "http://127.0.0.1:9"], {}),
+    ("room measure: client counts not numbers", ["room", "measure", "--clients", "one,two"], {}),
     ("handin: drop folder missing", ["handin", "--to", MISSING, "--name", "ana"], {}),
     ("handin: drop folder unwritable", ["handin", "--to", "/proc", "--name", "ana"], {}),
     ("handin: no learner name", ["handin", "--to", "/tmp"], {"JUPYTERHUB_USER": ""}),

@@ -74,6 +74,9 @@ def test_the_review_terminology_table_is_closed():
 @pytest.mark.parametrize("english, chinese, problem", [
     # en -> zh: the concept's term is missing (and the retired word is named)
     ("the KV cache fills up", "KV 缓存满了", "'KV cache' should appear as KV Cache"),
+    # a quotation of the original is its own words; the same term outside the quotation is still read
+    ("raise concurrency (“Continuous Batching + 提高并发上限”) with continuous batching",
+     "提高并发（“Continuous Batching + 提高并发上限”）", "'continuous batching' should appear as 连续批处理"),
     ("the KV cache fills up", "KV 缓存满了", "'KV 缓存' is not the course's term; write KV Cache"),
     ("a long prefill stalls every decode step", "一个长的预填充会卡住每个解码步",
      "'prefill' should appear as Prefill"),
@@ -137,3 +140,12 @@ def test_a_catalog_entry_with_a_wobbling_word_fails_the_catalog_check(tmp_path, 
     assert any("inferopt.po" in p and "'张量核心' is not the course's term; write Tensor Core" in p for p in problems)
     everything = check_all()
     assert any("inferopt.po" in p and "'张量核心'" in p for p in everything), everything[-5:]
+
+
+def test_a_quotation_of_the_original_is_not_read_for_terms():
+    """The original's own words inside “…” keep its terms (Continuous Batching, 切块): not the glossary's business."""
+    from inferopt.i18n.checks import glossary_problems
+
+    en = "raise concurrency to lower TPOT (“Continuous Batching + 提高并发上限”)."
+    assert glossary_problems(en, "提高并发来降低 TPOT（“Continuous Batching + 提高并发上限”）。") == []
+    assert glossary_problems(en.replace("“", "").replace("”", ""), "提高并发来降低 TPOT（Continuous Batching + 提高并发上限）。")

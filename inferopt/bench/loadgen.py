@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import os
 import random
 import time
 from dataclasses import dataclass, field
@@ -219,7 +220,11 @@ async def _run_async(ep, requests, concurrency, rate, schedule, warmup, duration
 
     timeout = aiohttp.ClientTimeout(total=ep.timeout_s)
     limit = max(1, concurrency or 0, len(schedule or []), 64 if rate else 0)
-    conn = aiohttp.TCPConnector(limit=limit, force_close=False)
+    # idle connections are dropped by the client before vLLM's server drops them (VLLM_HTTP_TIMEOUT_KEEP_ALIVE,
+    # vllm/envs.py, 5 s by default; aiohttp keeps them 15 s): otherwise a request sent on a connection the server is
+    # closing at that moment fails with "Server disconnected", which an open loop's idle gaps of a few seconds hit
+    server_keep_alive_s = float(os.environ.get("VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "5"))
+    conn = aiohttp.TCPConnector(limit=limit, force_close=False, keepalive_timeout=server_keep_alive_s / 2)
     async with aiohttp.ClientSession(timeout=timeout, connector=conn) as session:
         # warm-up: short requests, not recorded
         for i in range(warmup):

@@ -105,13 +105,22 @@ def _compiled(key: str) -> tuple:
     return en, zh, avoid
 
 
+# a quotation of the original chapter (Chinese inside “…”): its own words, which the glossary does not govern
+_ORIGINAL_QUOTE = re.compile(r"“[^”]*[\u4e00-\u9fff][^”]*”")
+
+
 def glossary_problems(english: str, chinese: str, terms: list[dict] | None = None) -> list[str]:
     """Glossary problems of one translation, both ways: an English term without its Chinese form; a Chinese
-    term whose concept the English does not name (the word used for another concept); a retired form."""
+    term whose concept the English does not name (the word used for another concept); a retired form. A quotation
+    of the original chapter (“…” holding Chinese) is read in neither: it is the original's words, kept as written."""
     terms = terms if terms is not None else glossary()
     en_forms, zh_forms, avoid = _compiled(json.dumps(terms, sort_keys=True, default=str))
-    in_en, _ = _read(_plain(english), en_forms)
-    in_zh, zh_left = _read(_plain(chinese), zh_forms)
+    quotes = _ORIGINAL_QUOTE.findall(_plain(english))       # the English quotes the original: the same quotes in
+    zh_plain = _plain(chinese)                               # the Chinese are its words too (others are ordinary “”)
+    for q in quotes:
+        zh_plain = zh_plain.replace(q, " ")
+    in_en, _ = _read(_ORIGINAL_QUOTE.sub(" ", _plain(english)), en_forms)
+    in_zh, zh_left = _read(zh_plain, zh_forms)
     out = []
     for i, hit in in_en.items():
         if i not in in_zh:

@@ -162,6 +162,30 @@ def root_cause(log: str) -> str | None:
     return (values or found)[-1]
 
 
+ROOM_POLICY_ENV = "INFEROPT_ROOM_POLICY"
+ROOM_POLICIES = ("", "refuse")
+
+
+def room_policy_check(server) -> None:
+    """A workshop room's policy on a learner's own engine (``make room`` sets ``INFEROPT_ROOM_POLICY=refuse`` for
+    every learner's server, inferopt/room/hub.py): refuse it in one line that names the room's attached engine.
+    Unset or empty: no policy (a learner alone, the test suite)."""
+    policy = os.environ.get(ROOM_POLICY_ENV, "").strip()
+    if policy not in ROOM_POLICIES:
+        raise CourseError(f"{ROOM_POLICY_ENV}={policy!r}: use 'refuse' (a room: learners start no engine of their "
+                          "own) or leave it empty")
+    if policy != "refuse":
+        return
+    from inferopt.serving import shared_engine as se
+
+    url = se.shared_engine_url()
+    why = se.own_engine_reason(server.extra_args, server.cpu_cores, server.requested_port, server.env, server.own)
+    room = f"the room engine at {url} is attached for you" if url else "the room has no engine URL set"
+    raise CourseError(f"this room starts no engine of your own{f' ({why})' if why else ''}: {room}; "
+                      "run the cells that use the default engine (VLLMServer() as the chapter writes it), "
+                      "or ask the instructor for this experiment")
+
+
 class VLLMServer(ManagedProcess):
     """A vLLM OpenAI-compatible server started as a subprocess and stopped reliably.
 
@@ -392,6 +416,7 @@ class VLLMServer(ManagedProcess):
             return self
         if self._attach_shared():      # INFEROPT_ENGINE_URL: the room's (or test session's) engine
             return self
+        room_policy_check(self)        # INFEROPT_ROOM_POLICY=refuse: a room's learner starts no engine
         require_engine(self.kind)
         sweep_stale_servers()
         if self.kind == "gpu":
@@ -562,6 +587,7 @@ class VLLMServer(ManagedProcess):
             if se.mismatch_policy() == "refuse":
                 raise se.refusal(url, missing)
             why_own = f"the shared engine lacks {'; '.join(missing)}"
+        room_policy_check(self)        # a room's learner: one line, not "this cell starts its own engine" first
         if not self.quiet:
             print(f"this cell starts its own engine ({why_own}); the shared engine at {url} is left alone")
         return False
