@@ -129,7 +129,7 @@ def _memory_candidates(view: dict, dep: Deployment, w: Workload) -> list:
         from inferopt.vllm_oracle.runtime import checkpoint_change, checkpoint_text
 
         ck = checkpoint_change(dep.model, "int4")
-        add("int4_awq_marlin", 2, [], f"INT4 weights (AWQ + Marlin: {checkpoint_text(ck)})", checkpoint=ck,
+        add("int4_awq_marlin", 2, [], f"INT4 weights (AWQ + Marlin; {checkpoint_text(ck)})", checkpoint=ck,
             weight_format="int4")
     cands.sort(key=lambda c: (not c["will_start"], c["rank"], -(c["kv_tokens_gain"] or 0)))
     return cands

@@ -140,7 +140,8 @@ def format_text(d: Diagnosis) -> str:
                      f"vLLM starts: {m['will_start']}, dominates: {m['dominates'] or 'unknown'}"
                      + (f", KV {m['kv_cache_tokens']:,} tokens" if m.get("kv_cache_tokens") else ""))
         for c in m["candidates"]:
-            lines.append(f"    candidate {c['text']}  [{' '.join(c['flags'])}]")
+            # a candidate that is another checkpoint (INT4 AWQ/GPTQ) has no flag: its text names what to serve
+            lines.append(f"    candidate {c['text']}  [{' '.join(c['flags'])}]" if c["flags"] else f"    candidate {c['text']}")
     for a in d.already_on:
         lines.append(f"  already on: {a['id']}")
     for s in d.skipped:

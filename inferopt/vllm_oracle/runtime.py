@@ -290,9 +290,9 @@ def checkpoint_change(model: str | None, weight_format: str) -> dict | None:
 def checkpoint_text(ck: dict) -> str:
     """The change in words: "serve hugging-quants/...-AWQ-INT4 (an INT4 ... checkpoint ...)"."""
     if ck.get("checkpoint"):
-        return (f"serve {ck['checkpoint']}, {_CHECKPOINT_SHORT[ck['weight_format']]} (vLLM reads the quantization "
+        return (f"serve {ck['checkpoint']}, {_CHECKPOINT_SHORT[ck['weight_format']]} (vLLM reads the method "
                 "from its config.json; no --quantization flag)")
-    return f"serve {ck['kind']}; no --quantization flag"
+    return f"serve {_CHECKPOINT_SHORT[ck['weight_format']]}; no --quantization flag"
 
 
 # ----------------------------------------------------------------------- a deployment's command and its changes
