@@ -320,8 +320,10 @@ def deployment_command(dep: dict) -> tuple[list[str], str | None]:
 
 def check_changes(dep: dict | None, changes: list) -> dict | None:
     """vLLM's verdict on the deployment's command and on it with each change's flags added (``diagnose``: its
-    changes and its memory candidates, each a dict with ``id`` and ``flags_add``), one batch: None
-    without a deployment naming a model. {"command", "verdict", "changes": {id: verdict}} (Verdict.as_dict)."""
+    changes and its memory candidates, each a dict with ``id``, ``flags_add`` and, for a precision that is another
+    checkpoint, ``checkpoint`` (:func:`checkpoint_change`: that change is checked on the command serving that
+    checkpoint, not the deployment's), one batch: None without a deployment naming a model.
+    {"command", "verdict", "changes": {id: verdict}} (Verdict.as_dict)."""
     if not dep or not dep.get("model"):
         return None
     try:
