@@ -42,7 +42,11 @@ def test_oom_and_gpu_options(capsys):
     # 4 GPUs at hand: tensor parallelism first, then FP8 (weight-only on an A100), INT4 last
     assert d["branch"] == "C" and d["techniques"] == ["tensor_parallel", "fp8", "int4_awq_marlin"]
     assert d["flags"] == ["--tensor-parallel-size", "4"]  # the one next change
-    assert d["recommendations"][2]["flags_add"] == ["--quantization", "awq_marlin"]
+    # INT4 is another checkpoint, not a flag: no --quantization on this checkpoint, the AWQ/GPTQ kind named
+    # (no model given: no catalog checkpoint to name)
+    int4 = d["recommendations"][2]
+    assert int4["flags_add"] == [] and int4["checkpoint"]["weight_format"] == "int4"
+    assert "AWQ or GPTQ" in int4["checkpoint"]["kind"] and int4["checkpoint"]["checkpoint"] is None
 
 
 def test_input_file_and_options_override_it(tmp_path, capsys):

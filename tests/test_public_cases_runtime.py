@@ -62,7 +62,13 @@ def agrees(expect: dict, got: dict, case: dict) -> bool:
     if got["rc"] != 0:
         return False
     v = got["json"]["vllm"]
-    ok = v["ok"] is True
+    ok = (v["verdict"] if "verdict" in v else v)["ok"] is True        # diagnose: the deployment's verdict
+    if expect.get("changes_accepted"):
+        ok = ok and bool(v["changes"]) and all(c["ok"] is True for c in v["changes"].values())
+    for cid, argv in expect.get("change_command", {}).items():
+        ok = ok and cid in v["changes"] and v["changes"][cid]["command"] == [str(a) for a in argv]
+    for cid, run in expect.get("change_command_has", {}).items():
+        ok = ok and cid in v["changes"] and _has_run(v["changes"][cid]["command"] or [], [str(a) for a in run])
     for flag, val in expect.get("left_out", {}).items():
         ok = ok and v["left_out"].get(flag) == val
     for key, val in expect.get("resolved", {}).items():
@@ -119,3 +125,14 @@ def test_the_old_precision_commands_are_wrong_by_vllms_own_config_classes():
     assert check_command([*base, "--quantization", "fp8"], gpu="H100").resolved["quantization"] == "fp8"
     v = check_command([*base, "--quantization", "awq_marlin"], gpu="H100")
     assert v.ok is False and "Cannot find the config file for awq_marlin" in v.refusal_line()
+
+
+def test_the_int4_checkpoint_case_rejects_the_flag_on_the_bf16_checkpoint(answers):
+    """The old diagnose answer (INT4 as --quantization awq_marlin on the BF16 checkpoint, refused by vLLM) fails
+    the case's expectation, and it is the answer the old checker described."""
+    case = next(c for c in CASES if c["id"] == "diagnose-int4-serves-an-awq-checkpoint")
+    got = copy.deepcopy(answers[case["id"]])
+    assert agrees(case["expect"], got, case)
+    old = got["json"]["vllm"]["changes"]["int4_awq_marlin"]
+    old.update(ok=False, command=[*got["json"]["vllm"]["command"], "--quantization", "awq_marlin"])
+    assert not agrees(case["expect"], got, case) and agrees(case["old"], got, case)

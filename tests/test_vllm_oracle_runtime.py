@@ -77,15 +77,6 @@ def emitted():
     return _emitted()
 
 
-# A change diagnose emits that vLLM refuses today, with why and who fixes it. A listed change that vLLM accepts
-# (or that is no longer emitted with that flag) fails below, so the list cannot go stale.
-KNOWN = {"memory int4_awq_marlin": "diagnosis/memory_view.py's INT4 candidate is `--quantization awq_marlin` on the "
-                                   "deployment's BF16 checkpoint: runtime.check_changes names the AWQ/GPTQ checkpoint "
-                                   "to get (needs_checkpoint); the candidate should carry no flag (diagnosis owner)",
-         "int4_awq_marlin": "the technique's flags_add (assets/techniques.yaml int4_awq_marlin: --quantization "
-                            "awq_marlin) as a change on a BF16 checkpoint: the same (diagnosis / techniques owner)"}
-
-
 def test_the_collection_covers_plans_and_diagnoses(emitted):
     kinds = {w.split()[0] for w, _, _ in emitted}
     assert kinds == {"plan", "diagnose"}, kinds
@@ -100,23 +91,45 @@ def test_vllm_refuses_no_command_the_cli_emits_over_the_public_cases(emitted):
             assert answer["ok"] is True, (where, answer)        # vLLM answered and accepted
         else:
             assert answer["verdict"]["ok"] is True, (where, answer["verdict"])
-        for what, refusal in refusals(kind, answer):
-            v = answer["changes"].get(what, {}) if kind == "diagnose" else {}
-            if what in KNOWN and v.get("needs_checkpoint"):
-                continue
-            bad.append((where, what, refusal))
+        bad += [(where, what, refusal) for what, refusal in refusals(kind, answer)]
     assert not bad, bad
 
 
-def test_known_refusals_are_still_refused_and_name_the_checkpoint(emitted):
-    seen = set()
-    for _, kind, answer in emitted:
-        if kind == "diagnose":
-            for cid, v in answer["changes"].items():
-                if cid in KNOWN:
-                    seen.add(cid)
-                    assert v["ok"] is False and "AWQ or GPTQ" in v["needs_checkpoint"], (cid, v)
-    assert seen <= set(KNOWN)
+def test_the_int4_change_is_another_checkpoint_checked_on_that_checkpoint(emitted):
+    """INT4 AWQ/GPTQ is a checkpoint, not a flag: every INT4 change diagnose emits carries no --quantization, names
+    the checkpoint kind (and, where the catalog ships one, the checkpoint), and vLLM checked the command that serves
+    that checkpoint, not the deployment's BF16 one."""
+    seen = 0
+    for where, kind, answer in emitted:
+        if kind != "diagnose":
+            continue
+        for cid, v in answer["changes"].items():
+            if not cid.endswith("int4_awq_marlin"):
+                continue
+            seen += 1
+            ck = v["checkpoint"]
+            assert ck["weight_format"] == "int4" and "AWQ or GPTQ" in ck["kind"], (where, cid, v)
+            assert v["command"] is None or "--quantization" not in v["command"], (where, cid, v)
+            if ck["checkpoint"]:
+                assert v["command"][2] == ck["checkpoint"] != answer["command"][2], (where, cid, v)
+                assert v["ok"] is True and v["resolved"]["quantization"] in ("awq", "awq_marlin", "auto_awq",
+                                                                             "gptq", "gptq_marlin"), (where, v)
+    assert seen >= 1        # the public cases reach the INT4 change (memory candidate or technique)
+
+
+def test_the_checker_rejects_a_reintroduced_awq_flag_on_a_bf16_checkpoint():
+    """The old answer: diagnose's INT4 change as --quantization awq_marlin on the deployment's BF16 checkpoint (as
+    memory_view.py and techniques.yaml emitted before). The collection's check counts it as a refused command."""
+    dep = {"model": "llama-3.1-8b", "gpu": "H100", "max_model_len": 8192}
+    old = runtime.check_changes(dep, [{"id": "memory int4_awq_marlin", "flags_add": ["--quantization", "awq_marlin"]},
+                                      {"id": "int4_awq_marlin", "flags_add": ["--quantization", "awq_marlin"]}])
+    assert [w for w, _ in refusals("diagnose", old)] == ["memory int4_awq_marlin", "int4_awq_marlin"]
+    # the same change as a checkpoint: the command serves the AWQ checkpoint, with no flag, and vLLM accepts it
+    ck = runtime.checkpoint_change("llama-3.1-8b", "int4")
+    new = runtime.check_changes(dep, [{"id": "int4_awq_marlin", "flags_add": [], "checkpoint": ck}])
+    assert refusals("diagnose", new) == []
+    assert new["changes"]["int4_awq_marlin"]["command"] == ["vllm", "serve", ck["checkpoint"], "--max-model-len",
+                                                            "8192"]
 
 
 def test_the_checker_rejects_awq_marlin_on_a_bf16_checkpoint():
@@ -143,6 +156,18 @@ def test_precision_is_a_flag_or_a_checkpoint():
             runtime.precision_flags(bf16, want)
     with pytest.raises(CourseError, match="stored as INT4"):
         runtime.precision_flags("hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4", "fp8")
+    # the checkpoint a precision change names: the catalog's INT4 checkpoint of the model where it ships one
+    awq = "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4"
+    assert runtime.checkpoint_change("llama-3.1-8b", "int4")["checkpoint"] == awq
+    assert runtime.checkpoint_change(bf16, "int4")["checkpoint"] == awq
+    none = runtime.checkpoint_change("qwen2.5-7b-instruct", "int4")
+    assert none["checkpoint"] is None and "AWQ or GPTQ" in none["kind"]
+    assert runtime.checkpoint_change("llama-3.1-8b", "fp8") is None          # a flag, not a checkpoint
+    assert runtime.checkpoint_text(none) == "serve an AWQ or GPTQ INT4 checkpoint of this model; no --quantization flag"
+    # a change to a checkpoint the course does not ship is not asked of vLLM, and says so
+    got = runtime.check_changes({"model": "qwen2.5-7b-instruct", "gpu": "H100", "max_model_len": 8192},
+                                [{"id": "int4", "flags_add": [], "checkpoint": none}])
+    assert got["changes"]["int4"]["ok"] is None and "ships no such checkpoint" in got["changes"]["int4"]["note"]
 
 
 def test_left_out_lists_only_what_the_command_does_not_set():
@@ -208,6 +233,7 @@ def test_the_decision_widget_asks_vllm_about_the_commands_it_emits():
     checked = w.check_with_vllm()
     assert checked["verdict"]["ok"] is True and checked["changes"], checked
     assert "vLLM checked the deployment&#x27;s command" in w.vllm_w.value
-    # the one INT4 flag on this BF16 checkpoint is named as the checkpoint to get, as diagnose's CLI does
+    # the INT4 change is the AWQ checkpoint, checked as served (no --quantization flag on the BF16 one)
     for cid, v in checked["changes"].items():
-        assert v["ok"] is True or (cid in KNOWN and v.get("needs_checkpoint")), (cid, v)
+        assert v["ok"] is True, (cid, v)
+    assert any(v.get("checkpoint") for v in checked["changes"].values()), checked["changes"]

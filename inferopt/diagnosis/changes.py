@@ -47,7 +47,8 @@ def in_order(recs: list, actions: list) -> list:
     """Every concrete change, in the order to try them: techniques and sized actions by rank (a free
     action such as "give the KV cache the memory it needs" before an accuracy-costing technique)."""
     changes = [{"id": r["id"], "kind": "technique", "rank": r["rank"], "flags_add": r["flags_add"],
-                "flags_remove": r["flags_remove"], "cost_kind": r["cost_kind"]} for r in recs]
+                "flags_remove": r["flags_remove"], "cost_kind": r["cost_kind"],
+                **({"checkpoint": r["checkpoint"]} if r.get("checkpoint") else {})} for r in recs]
     changes += [{"id": a["id"], "kind": "action", "rank": a["rank"], "flags_add": a["flags_add"],
                  "flags_remove": a["flags_remove"], "cost_kind": a["cost_kind"], "weak": a.get("frees_little", False)}
                 for a in actions if a["flags_add"] or a["flags_remove"] or cost.is_change_without_flags(a["id"])]

@@ -106,12 +106,14 @@ def annotate(recs: list, actions: list, view: dict | None) -> list:
             kind = kind_of(it["id"], what)
             it["cost_kind"], it["cost_label"] = kind, label(kind)
             change = memory_change(it.get("flags_add") or [])
+            if it.get("checkpoint"):      # another checkpoint (INT4 AWQ/GPTQ): its weight format, no flag
+                change["weight_format"] = it["checkpoint"]["weight_format"]
             if view is not None and view.get("_gpu") and change and "after" not in it:
                 it["after"] = recheck(view, change)
             if it.get("after") and not it["after"]["will_start"]:
                 dropped.append({"id": it["id"], "condition": it.get("condition", ""),
                                 "reason": "the memory calculator says vLLM still would not start with "
-                                          f"{' '.join(it['flags_add'])}: {it['after']['text']}"})
+                                          f"{' '.join(it['flags_add']) or it['id']}: {it['after']['text']}"})
                 continue
             keep.append(it)
         items[:] = keep

@@ -101,6 +101,7 @@ class Technique:
     disable_flags: tuple
     flag_note: str
     hardware: str
+    checkpoint: str | None = None      # a weight format that is another checkpoint, not a flag (int4: AWQ/GPTQ)
 
 
 @cache
@@ -111,7 +112,8 @@ def technique_index() -> dict:
         v = t["vllm"]
         out[t["id"]] = Technique(t["id"], t["name"], t["name_zh"], t["solves"], t["cost"], t["cost_level"],
                                  tuple(t["cost_axes"]), t["module"], tuple(t["symptoms"]), v["default_on"],
-                                 tuple(v["enable"]), tuple(v["disable"]), v["note"], t["hardware"])
+                                 tuple(v["enable"]), tuple(v["disable"]), v["note"], t["hardware"],
+                                 v.get("checkpoint"))
     return out
 
 

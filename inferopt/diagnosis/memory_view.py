@@ -82,10 +82,12 @@ def _memory_candidates(view: dict, dep: Deployment, w: Workload) -> list:
     before_conc = view["max_concurrency_workload"]
     cands = []
 
-    def add(cid, rank, flags, text, **change):
+    def add(cid, rank, flags, text, checkpoint=None, **change):
         v = M.start_verdict(dep.model, gpu, **{**kw, **change})
         c = {"id": cid, "rank": rank, "flags": flags, "will_start": v.will_start, "kv_tokens_after": None,
              "kv_tokens_gain": None, "concurrency_factor": None}
+        if checkpoint is not None:         # another checkpoint, not a flag: what to serve
+            c["checkpoint"] = checkpoint
         if v.result is not None:
             after = v.result.kv_cache_tokens
             c.update(kv_tokens_after=after, kv_tokens_gain=after - before_tokens)
@@ -122,6 +124,12 @@ def _memory_candidates(view: dict, dep: Deployment, w: Workload) -> list:
     if M.kv_dtype_bytes(kw["kv_dtype"], kw["dtype"]) > 1 and fp8_kv_here:
         add("kv_cache_quant", 1, ["--kv-cache-dtype", "fp8"], "FP8 KV", kv_dtype="fp8")
     if gpu and kw["weight_format"] not in ("int4",) and hardware.supports(gpu, "int4_marlin"):
-        add("int4_awq_marlin", 2, ["--quantization", "awq_marlin"], "INT4 weights (AWQ + Marlin)", weight_format="int4")
+        # INT4 AWQ/GPTQ is another checkpoint of the model, not a flag on this one (vLLM refuses --quantization
+        # awq_marlin on a BF16 checkpoint): the candidate carries no flag and names the checkpoint to serve
+        from inferopt.vllm_oracle.runtime import checkpoint_change, checkpoint_text
+
+        ck = checkpoint_change(dep.model, "int4")
+        add("int4_awq_marlin", 2, [], f"INT4 weights (AWQ + Marlin; {checkpoint_text(ck)})", checkpoint=ck,
+            weight_format="int4")
     cands.sort(key=lambda c: (not c["will_start"], c["rank"], -(c["kv_tokens_gain"] or 0)))
     return cands

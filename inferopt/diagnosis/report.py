@@ -73,6 +73,10 @@ def next_step(changes: list, walk: Walk, branch_id: str, not_checked: list) -> t
     if nxt_item is not None and nxt_item in recs:
         first = nxt_item
         change = " ".join(first["flags_add"]) or "no flag"
+        if first.get("checkpoint"):    # another checkpoint, not a flag (INT4 AWQ/GPTQ)
+            from inferopt.vllm_oracle.runtime import checkpoint_text
+
+            change = checkpoint_text(first["checkpoint"])
         if first["flags_remove"]:
             change = (f"remove {' '.join(first['flags_remove'])} if set"
                       + ("" if not first["flags_add"] else f", add {change}"))
@@ -117,7 +121,12 @@ def format_text(d: Diagnosis) -> str:
     if len(d.order) > 1:
         lines.append(f"also failing, in order: {', '.join(d.order[1:])}")
     for r in d.recommendations:
-        lines.append(f"  try {r['id']} [{r.get('cost_label', '')}]: {r['reason']}; flags: {' '.join(r['flags_add']) or '(none)'}"
+        flags = " ".join(r["flags_add"]) or "(none)"
+        if r.get("checkpoint"):        # another checkpoint, not a flag (INT4 AWQ/GPTQ)
+            from inferopt.vllm_oracle.runtime import checkpoint_text
+
+            flags += f"; {checkpoint_text(r['checkpoint'])}"
+        lines.append(f"  try {r['id']} [{r.get('cost_label', '')}]: {r['reason']}; flags: {flags}"
                      + (f"; remove {' '.join(r['flags_remove'])}" if r["flags_remove"] else ""))
     for a in d.actions:
         lines.append(f"  do [{a.get('cost_label', '')}]: {a['text']}" + (f"; flags: {' '.join(a['flags_add'])}" if a["flags_add"] else "")
@@ -131,7 +140,8 @@ def format_text(d: Diagnosis) -> str:
                      f"vLLM starts: {m['will_start']}, dominates: {m['dominates'] or 'unknown'}"
                      + (f", KV {m['kv_cache_tokens']:,} tokens" if m.get("kv_cache_tokens") else ""))
         for c in m["candidates"]:
-            lines.append(f"    candidate {c['text']}  [{' '.join(c['flags'])}]")
+            # a candidate that is another checkpoint (INT4 AWQ/GPTQ) has no flag: its text names what to serve
+            lines.append(f"    candidate {c['text']}  [{' '.join(c['flags'])}]" if c["flags"] else f"    candidate {c['text']}")
     for a in d.already_on:
         lines.append(f"  already on: {a['id']}")
     for s in d.skipped:

@@ -139,6 +139,10 @@ def walk_branch(branch: dict, facts: dict, thresholds: dict, techs: dict, on: se
             recs.append({"id": tid, "name": tech.name, "condition": cond["id"], "reason": reason,
                          "flags_add": add, "flags_remove": remove, "flag_note": tech.flag_note,
                          "rank": rank, "_order": (ci, len(recs))})
+            if tech.checkpoint:   # a precision that is another checkpoint (INT4 AWQ/GPTQ), not a flag
+                from inferopt.vllm_oracle.runtime import checkpoint_change
+
+                recs[-1]["checkpoint"] = checkpoint_change(dep.model if dep is not None else None, tech.checkpoint)
         for a in cond["actions"]:
             if _cond_holds(a.get("when"), facts, thresholds)[0]:
                 actions.append(_action_item(a, cond["id"], facts, w, dep, mem))

@@ -35,7 +35,8 @@ INDEX_SCHEMA = {
         "type": "object", "required": ["file", "hf_id"],
         "properties": {"file": {"type": "string", "pattern": r"^[^/]+\.json$"}, "hf_id": {"type": "string"},
                        "params_published": {"type": "integer", "minimum": 1},
-                       "params_source": {"type": "string"}}}}},
+                       "params_source": {"type": "string"},
+                       "quantized_checkpoint_of": {"type": "string"}}}}},
 }
 
 

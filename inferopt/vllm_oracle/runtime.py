@@ -219,6 +219,9 @@ _CHECKPOINT_KIND = {
             "compressed-tensors, e.g. neuralmagic/...-quantized.w8a8)",
 }
 
+_CHECKPOINT_SHORT = {"int4": "an AWQ or GPTQ INT4 checkpoint of this model",
+                     "int8": "an INT8 W8A8 checkpoint of this model"}
+
 
 def checkpoint_format(checkpoint: str) -> str | None:
     """The weight format a checkpoint is stored in ('bf16', 'fp8', 'int4', ...), from its shipped config.json's
@@ -285,6 +288,32 @@ def precision_flags(checkpoint: str, weight_format: str) -> list[str]:
                       "of the same model stored in that precision")
 
 
+def checkpoint_change(model: str | None, weight_format: str) -> dict | None:
+    """A precision change that is another checkpoint, not a flag (INT4 AWQ/GPTQ, INT8 W8A8): {"weight_format",
+    "kind" (what to get), "checkpoint" (the catalog's checkpoint of ``model`` stored that way, an HF id, or None
+    when assets/models/index.yaml has none: its ``quantized_checkpoint_of``)}; None for a format vLLM reaches
+    with a flag or none. vLLM reads such a checkpoint's quantization from its config.json: no --quantization."""
+    want = str(weight_format)
+    if want not in _CHECKPOINT_KIND:
+        return None
+    from inferopt.planning.model_specs import model_index
+
+    idx = model_index()
+    key = str(model or "").lower()
+    base = next((n for n, m in idx.items() if key in (n.lower(), str(m.get("hf_id", "")).lower())), None)
+    found = next((m["hf_id"] for n, m in idx.items()
+                  if base and m.get("quantized_checkpoint_of") == base and _format_of(n) == want), None)
+    return {"weight_format": want, "kind": _CHECKPOINT_KIND[want], "checkpoint": found}
+
+
+def checkpoint_text(ck: dict) -> str:
+    """The change in words: "serve hugging-quants/...-AWQ-INT4 (an INT4 ... checkpoint ...)"."""
+    if ck.get("checkpoint"):
+        return (f"serve {ck['checkpoint']}, {_CHECKPOINT_SHORT[ck['weight_format']]} (vLLM reads the method "
+                "from its config.json; no --quantization flag)")
+    return f"serve {_CHECKPOINT_SHORT[ck['weight_format']]}; no --quantization flag"
+
+
 # ----------------------------------------------------------------------- a deployment's command and its changes
 def deployment_command(dep: dict) -> tuple[list[str], str | None]:
     """(``vllm serve`` argv, gpu) for a deployment of the course's fields (diagnose's DEPLOYMENT_FIELDS: model, gpu,
@@ -310,23 +339,60 @@ def deployment_command(dep: dict) -> tuple[list[str], str | None]:
 
 def check_changes(dep: dict | None, changes: list) -> dict | None:
     """vLLM's verdict on the deployment's command and on it with each change's flags added (``diagnose``: its
-    changes and its memory candidates, each a dict with ``id`` and ``flags_add``), one batch: None
-    without a deployment naming a model. {"command", "verdict", "changes": {id: verdict}} (Verdict.as_dict)."""
+    changes and its memory candidates, each a dict with ``id``, ``flags_add`` and, for a precision that is another
+    checkpoint, ``checkpoint`` (:func:`checkpoint_change`: that change is checked on the command serving that
+    checkpoint, not the deployment's), one batch: None without a deployment naming a model.
+    {"command", "verdict", "changes": {id: verdict}} (Verdict.as_dict)."""
     if not dep or not dep.get("model"):
         return None
     try:
         base, gpu = deployment_command(dep)
     except CourseError as exc:
         return {"command": None, "verdict": {"ok": None, "note": str(exc)}, "changes": {}}
-    todo = [(c["id"], [*base, *map(str, c["flags_add"])]) for c in changes if c.get("flags_add")]
-    got = check_commands([base, *(a for _, a in todo)], gpu)
+    todo = [(c["id"], _on_checkpoint(base, c.get("checkpoint"), c["flags_add"])) for c in changes
+            if c.get("flags_add") or c.get("checkpoint")]
+    asked = [(cid, argv) for cid, argv in todo if argv is not None]
+    got = check_commands([base, *(a for _, a in asked)], gpu)
     out = {"command": base, "verdict": got[0].as_dict(), "changes": {}}
-    for (cid, argv), v in zip(todo, got[1:], strict=True):
-        out["changes"][cid] = v.as_dict()
-        need = checkpoint_needed(base[2], argv)
+    answers = dict(zip([cid for cid, _ in asked], got[1:], strict=True))
+    for c in changes:
+        cid, ck = c["id"], c.get("checkpoint")
+        if cid not in dict(todo):
+            continue
+        if cid not in answers:          # another checkpoint the catalog does not ship: nothing to ask vLLM
+            out["changes"][cid] = {"ok": None, "refusal": None, "gpu": gpu, "command": None, "resolved": {},
+                                   "left_out": {}, "checkpoint": ck,
+                                   "note": f"{ck['kind']}: the course ships no such checkpoint of "
+                                           f"{base[2]}; vLLM checks the one you get when you serve it"}
+            continue
+        argv = dict(asked)[cid]
+        out["changes"][cid] = answers[cid].as_dict()
+        if ck:
+            out["changes"][cid]["checkpoint"] = ck
+        need = checkpoint_needed(argv[2], argv)
         if need:
             out["changes"][cid]["needs_checkpoint"] = need
     return out
+
+
+def _on_checkpoint(base: list, ck: dict | None, flags_add) -> list | None:
+    """The deployment's command with a change applied: its flags added, and for a change that is another
+    checkpoint, that checkpoint served in place of the deployment's (its --quantization dropped: vLLM reads the
+    method from the checkpoint); None when the catalog ships no such checkpoint to check."""
+    if not ck:
+        return [*base, *map(str, flags_add or [])]
+    if not ck.get("checkpoint"):
+        return None
+    keep, skip = [], False
+    for a in base[3:]:
+        if skip:
+            skip = False
+        elif a == "--quantization":
+            skip = True
+        elif not a.startswith("--quantization="):
+            keep.append(a)
+    flags = [*keep, *map(str, flags_add or [])]
+    return ["vllm", "serve", ck["checkpoint"], *flags]
 
 
 def checkpoint_needed(checkpoint: str, argv) -> str | None:
@@ -344,8 +410,9 @@ def checkpoint_needed(checkpoint: str, argv) -> str | None:
 
 def check_diagnosis(dep: dict | None, d) -> dict | None:
     """:func:`check_changes` on everything a Diagnosis emits: its changes and its memory candidates."""
-    emitted = list(d.changes) + [{"id": f"memory {c['id']}", "flags_add": c["flags"]}
-                                 for c in (d.memory or {}).get("candidates", []) if c.get("flags")]
+    emitted = list(d.changes) + [{"id": f"memory {c['id']}", "flags_add": c["flags"], "checkpoint": c.get("checkpoint")}
+                                 for c in (d.memory or {}).get("candidates", [])
+                                 if c.get("flags") or c.get("checkpoint")]
     return check_changes(dep, emitted)
 
 

@@ -31,6 +31,9 @@ def technique_rows(symptom: str | None = None, max_cost: str | None = None) -> l
                                            if t.disable_flags else "")
             if t.enable_flags:
                 flags += tr("; tune: {flags}", flags=shlex.join(t.enable_flags))
+        elif t.checkpoint:     # a precision that is another checkpoint, not a flag (vLLM reads it from config.json)
+            flags = (tr("none: serve an AWQ or GPTQ INT4 checkpoint of the model") if t.checkpoint == "int4"
+                     else tr("none: serve an INT8 W8A8 checkpoint of the model"))
         else:
             flags = shlex.join(t.enable_flags)
         rows.append({"id": t.id, "name": f"{t.name} ({t.name_zh})" if t.name_zh != t.name else t.name,
