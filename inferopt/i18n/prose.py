@@ -34,7 +34,7 @@ FIELDS = {
                         "techniques[].cost", "techniques[].module"],
     "cost_ranking.yaml": ["kinds[].label"],
     "knowledge_map.yaml": ["root", "modules[].name", "modules[].topics[]"],
-    "tradeoffs.yaml": ["axes[].name", "rows[].name", "rows[].gives_up", "rows[].buys"],
+    "tradeoffs.yaml": ["axes[].name", "rows[].name", "rows[].gives_up", "rows[].course_adds", "rows[].buys"],
     "learning_path.yaml": ["self_check[].title", "self_check[].prompt", "self_check[].questions[].prompt",
                            "self_check[].options[].label", "self_check[].items[].label", "self_check[].layers[]",
                            "self_check[].explanation", "self_check[].note", "practice[]", "follow[].channel",

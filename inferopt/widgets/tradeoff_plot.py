@@ -28,9 +28,17 @@ def tradeoff_matrix():
     for r in data["rows"]:
         names.append(r["name"])
         z.append([r["scores"].get(a["id"], 0) for a in axes])
-        hover.append([f"{r['name']}: gives up {r['gives_up']}; buys {r['buys']}" for _ in axes])
+        gives = r["gives_up"] + (f" + {r['course_adds']} (added by the course)" if r.get("course_adds") else "")
+        hover.append([f"{r['name']}: gives up {gives}; buys {r['buys']}" for _ in axes])
     labels = [f"{a['name']} ({a['name_zh']})" for a in axes]
     return names, labels, z, hover
+
+
+def _gives_up(r: dict) -> str:
+    """The original's cost of a row, then what the course adds to it (marked), in the edition's language."""
+    if not r.get("course_adds"):
+        return prose(r["gives_up"])
+    return tr("{original} + {added} (added by the course)", original=prose(r["gives_up"]), added=prose(r["course_adds"]))
 
 
 def _shown_matrix():
@@ -38,7 +46,7 @@ def _shown_matrix():
     data = knowledge.load("tradeoffs")
     names, _labels, z, _hover = tradeoff_matrix()
     rows = data["rows"]
-    hover = [[tr("{name}: gives up {gives_up}; buys {buys}", name=prose(r["name"]), gives_up=prose(r["gives_up"]),
+    hover = [[tr("{name}: gives up {gives_up}; buys {buys}", name=prose(r["name"]), gives_up=_gives_up(r),
                  buys=prose(r["buys"])) for _ in data["axes"]] for r in rows]
     return [prose(r["name"]) for r in rows], [_axis_label(a) for a in data["axes"]], z, hover
 
