@@ -20,7 +20,10 @@ def _path(notebook: str | Path) -> Path:
     p = Path(notebook)
     if not p.suffix:
         p = p.with_suffix(".ipynb")
-    for cand in (p, REPO_ROOT / p, CHAPTERS / p.name):
+    # a bare name is the English chapter's: its run holds the numbers (a zh page's outputs are their translation,
+    # and a notebook of zh/chapters names its sibling by the same bare name)
+    first = (CHAPTERS / p.name,) if p.parent == Path(".") else ()
+    for cand in (*first, p, REPO_ROOT / p, CHAPTERS / p.name):
         if cand.is_file():
             return cand.resolve()
     matches = sorted(CHAPTERS.glob(f"{p.stem}*.ipynb"))

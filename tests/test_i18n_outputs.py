@@ -152,6 +152,7 @@ def test_a_chinese_kernel_prints_displays_and_draws_through_the_templates(zh):
     assert inner.getvalue().endswith("partial line without its newline")
 
     shell = InteractiveShell.instance()
+    shell.display_formatter.active_types = shell.display_formatter.format_types   # as a kernel's shell has them
     import sys
     before = sys.stdout
     try:

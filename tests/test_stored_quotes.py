@@ -61,3 +61,15 @@ def test_the_record_survives_cleaning_and_a_plain_notebook_gets_none():
     kept = nbtools.clean(q.record(reader, q.quoted_sources(reader)))
     assert kept["metadata"][q.META_KEY]["quotes"] == {"chapters/02b-decision-tree-live.ipynb": q.fingerprint(LIVE_2B)}
     assert q.META_KEY not in q.record(_nb([_code("print(1)")]), [])["metadata"]
+
+
+def test_a_zh_page_reads_the_english_runs_numbers(monkeypatch):
+    """A notebook of zh/chapters quotes its sibling by a bare name, from its own folder: the numbers come from the
+    English run (chapters/), whose outputs the zh copy only translates (its English patterns would not match)."""
+    from inferopt.paths import REPO_ROOT
+    from inferopt.stored_outputs import _path
+
+    monkeypatch.chdir(REPO_ROOT / "zh" / "chapters")
+    assert _path("02b-decision-tree-live.ipynb") == (REPO_ROOT / "chapters" / "02b-decision-tree-live.ipynb").resolve()
+    assert _path("zh/chapters/02b-decision-tree-live.ipynb").parent.name == "chapters"   # a path with a folder: as given
+    assert _path(REPO_ROOT / "zh" / "chapters" / "02b-decision-tree-live.ipynb").parts[-3] == "zh"
