@@ -73,6 +73,34 @@ BACKGROUND = frozenset({
 # two again with the browser alone beside three busy sessions. Run with the timed lane, one item at a time,
 # nothing timed runs beside them (and they time nothing themselves).
 FOREGROUND = frozenset({"test_browser.py"})
+# memory: the test modules that start several engines, or an engine beside a browser and learners' JupyterLabs, never
+# run at the same time in the two lanes. A fresh-clone run (2026-12-06, 24 GiB, 2 cores) had the kernel's OOM killer
+# take the session engine's worker while the room tests ran beside test_start_verdict_engine's three engines; lab 4's
+# cells then found no engine. Each such module holds one machine-wide lock (_one_heavy_module_at_a_time) from before
+# its module fixtures start their processes until after they stop.
+HEAVY = frozenset({"test_start_verdict_engine.py", "test_room_hub.py", "test_room_netns.py", "test_gpu_share.py",
+                   "test_router.py"})
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_heavy_module_at_a_time(request):
+    """Autouse and module-scoped, so it is set up before the module's own module fixtures (engines, the hub)."""
+    if Path(str(request.path)).name not in HEAVY:
+        yield
+        return
+    import fcntl
+
+    from inferopt.paths import cache_dir
+
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with open(cache_dir() / "heavy-tests.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 # notebooks whose default-shape engine is the worker's session engine (see the module docstring)
 # (not the start page: the browser test runs it attached to the timed lane's session engine, as in a workshop
 # room, and nbval runs it with an engine of its own, in the niced lane, as a learner alone does)
