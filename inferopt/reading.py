@@ -4,6 +4,8 @@ The *main text* of a notebook is its markdown outside ``<details>`` blocks (the 
 exercise answers, one click away), without fenced code, inline code, link targets, HTML comments and tags. From it:
 
 - :func:`stats`: main-text words, learner-visible code cells, words of text per code cell, the longest code cell;
+- :func:`spine_problems`: the parts of the teaching spine (``../shared/CHAPTER.md``) a notebook lacks: its outcomes,
+  prerequisites, a prediction before a cell, exercises (chapters) and a closing "What to remember";
 - :func:`concept_order_problems`: every use of a concept of ``assets/concepts.yaml`` in the main text of a notebook
   that comes, in course order, before the notebook that defines it.
 
@@ -24,6 +26,8 @@ from inferopt.paths import CHAPTERS, LABS, SOLUTIONS
 
 MAX_MAIN_WORDS = 2500          # one sitting (issue 47: "aim at most ~2,500 words outside those blocks")
 MAX_CELL_LINES = 40            # no learner-visible code cell longer (most stay under ~25)
+MAX_WORDS_PER_CELL = 100       # text and cells alternate (LLMs-from-scratch: 35-86 words of text per code cell)
+REMEMBER_LINES = (4, 8)        # "What to remember": a few lines, the one command or formula to keep
 
 _DETAILS = re.compile(r"<details\b.*?</details>", re.S | re.I)
 _FENCE = re.compile(r"^[ \t]*(```|~~~).*?^[ \t]*\1[ \t]*$", re.S | re.M)
@@ -92,6 +96,45 @@ def stats(path) -> Stats:
     return Stats(notebook_id(path), n_words, len(code), round(n_words / max(1, len(code)), 1), longest, longest_cell)
 
 
+_REMEMBER = re.compile(r"^##[ \t]+What to remember[ \t]*$", re.M)
+_ANY_H2 = re.compile(r"^##[ \t]+(?!(?:Where next|Next)\b)\S.*$", re.M)    # a "Where next" pointer may follow
+
+
+def spine_problems(path) -> list[str]:
+    """What a notebook lacks of the teaching spine, one line each (empty when it has it all).
+
+    In the main text (outside <details>): ``**What you will be able to do**`` and ``**Prerequisites**``; at least
+    one paragraph that starts with ``**Predict`` (the learner commits to an answer before a cell runs); a
+    ``## Exercises`` section (chapters; a lab is the exercise); and, as its last section, ``## What to remember``
+    with 4-8 bullet lines (a ``## Where next`` pointer may follow it)."""
+    nb = notebook_id(path)
+    md = "\n\n".join(_source(c) for c in _cells(path) if c["cell_type"] == "markdown")
+    body = _FENCE.sub(" ", _DETAILS.sub(" ", md))
+    out = []
+    for mark, what in (("**What you will be able to do**", "its outcomes"),
+                       ("**Prerequisites**", "what it builds on")):
+        if mark not in body:
+            out.append(f"{nb}: no {mark} ({what}, near the top)")
+    if not re.search(r"^\*\*Predict", body, re.M):
+        out.append(f"{nb}: no paragraph starting **Predict (a question the learner answers before a cell runs)")
+    if not nb.startswith("lab") and not re.search(r"^##[ \t]+Exercises\b", body, re.M):
+        out.append(f"{nb}: no ## Exercises section (predict-then-measure, needing only what came before)")
+    m = _REMEMBER.search(body)
+    if not m:
+        out.append(f"{nb}: no closing ## What to remember section ({REMEMBER_LINES[0]}-{REMEMBER_LINES[1]} bullets)")
+    else:
+        rest = body[m.end():]
+        later = _ANY_H2.search(rest)
+        section = re.split(r"^##[ \t]", rest, maxsplit=1, flags=re.M)[0]
+        bullets = [ln for ln in section.splitlines() if ln.startswith("- ")]
+        if later:
+            out.append(f"{nb}: ## What to remember is not the last section ({later.group(0)!r} follows it)")
+        if not REMEMBER_LINES[0] <= len(bullets) <= REMEMBER_LINES[1]:
+            out.append(f"{nb}: ## What to remember has {len(bullets)} bullet lines "
+                       f"(want {REMEMBER_LINES[0]}-{REMEMBER_LINES[1]})")
+    return out
+
+
 def concepts() -> list[dict]:
     return assets.load("concepts.yaml")["concepts"]
 
@@ -139,9 +182,11 @@ def main() -> int:
     for p in course_order():
         s = stats(p)
         print(f"{s.notebook:9s} {s.words:6d} {s.code_cells:5d} {s.words_per_cell:7.1f} {s.longest:7d}")
+    spine = [line for p in course_order() for line in spine_problems(p)]
+    print("\nspine:", "ok" if not spine else "", *spine, sep="\n  ")
     problems = concept_order_problems(course_markdown())
     print("\nconcept order:", "ok" if not problems else "", *problems, sep="\n  ")
-    return 1 if problems else 0
+    return 1 if problems or spine else 0
 
 
 if __name__ == "__main__":
