@@ -7,6 +7,7 @@ course's own engines and data, so the notebook's cells stay a few lines long.
 - :func:`allreduce_bytes`: what one forward pass sends through all-reduce, per token;
 - :func:`preemption_point`: how many requests the course's engine holds before vLLM must preempt;
 - :func:`metric_types`: one counter, one gauge and one histogram from vLLM's own ``/metrics``;
+- :func:`quantile_bucket`: the histogram bucket a quantile lies in, all that the bucket counts can say of it;
 - :func:`limit_examples`: one operating point per limit of the performance model, predicted.
 """
 from __future__ import annotations
@@ -139,7 +140,27 @@ def metric_types(text: str | None = None) -> dict:
     return {"counter": ("vllm:prompt_tokens_total", snap.value("vllm:prompt_tokens_total")),
             "gauge": ("vllm:num_requests_running", snap.value("vllm:num_requests_running")),
             "histogram": (ttft, len(buckets), snap.value(f"{ttft}_count")),
-            "ttft_p95_s": histogram_quantile(0.95, buckets)}
+            "ttft_p95_s": histogram_quantile(0.95, buckets),
+            "ttft_p95_bucket_s": quantile_bucket(0.95, buckets)}
+
+
+def quantile_bucket(q: float, buckets) -> tuple[float, float]:
+    """(lower, upper] bounds in which the ``q``-quantile of a histogram [(upper bound, cumulative count)] lies:
+    the first bucket whose cumulative count reaches rank q x count (the first bucket starts at 0). Every value in
+    it agrees with the counts; ``histogram_quantile`` only draws a straight line through it."""
+    from inferopt.errors import CourseError
+
+    bs = sorted((float(b), float(c)) for b, c in buckets)
+    if not bs or not 0 < q <= 1 or bs[-1][1] <= 0:
+        raise CourseError(f"quantile_bucket needs 0 < q <= 1 and a histogram with observations, got q={q!r} "
+                          f"and {len(bs)} buckets; pass snap.buckets(name) of a histogram that has counts")
+    rank = q * bs[-1][1]
+    lower = 0.0
+    for bound, count in bs:
+        if count >= rank:
+            return lower, bound
+        lower = bound
+    return lower, bs[-1][0]                 # not reached: the last (+Inf) bucket holds every observation
 
 
 def limit_examples() -> list[dict]:
