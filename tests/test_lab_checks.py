@@ -190,6 +190,9 @@ WRONG = {
                     "In = ['answers = {n: (diagnose(i[\"metrics\"], SLO).branch, ...) for n, i in INCIDENTS.items()}']"),
         "formula_already_on": "answers = dict(answers, **{'batch-api': ('B', 'continuous_batching')})",
         "formula_worst_first": "answers = dict(answers, **{'legal-search': ('B', 'speculative_decoding')})",
+        # on the tree's list but not the first thing to try: INT4 before TP, a tuning action for a technique that is off
+        "ranked_later": "answers = dict(answers, **{'rag-70b': ('C', 'int4_awq_marlin')})",
+        "action_for_an_off_technique": "answers = dict(answers, **{'support-bot': ('A', 'radix_attention')})",
     },
     "lab1-part3": {
         UNTOUCHED: None,
@@ -580,6 +583,8 @@ MESSAGE = {
     ("lab5-task3", "at_or_below"): "strictly",
     ("lab5-task2", "at_tolerance"): "exactly at the tolerance",
     ("lab1-part1", "order_swapped"): "check the order of the steps",
+    ("lab1-part2", "ranked_later"): "not the first thing to try",
+    ("lab1-part2", "action_for_an_off_technique"): "not the first thing to try",
     ("lab1-part1", "formula"): "not the worst metric's branch",
 }
 

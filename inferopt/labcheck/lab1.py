@@ -173,7 +173,7 @@ def part2(ns: dict) -> None:
             continue
         branch, fix = entry
         d = diagnose(inc["metrics"], inc.get("slos", slo_default), inc["workload"], inc["techniques_on"])
-        fixes = d.techniques + [a["id"] for a in d.actions]
+        fixes = d.techniques + [a["id"] for a in d.actions]   # ranked: the tree's first thing to try comes first
         if fix not in ids | actions:
             kinds.add("a fix you named is not a technique or action id (see the lists above)")
         elif fix in inc["techniques_on"]:
@@ -181,6 +181,10 @@ def part2(ns: dict) -> None:
                       "names a tuning action instead")
         elif branch != d.branch or fix not in fixes:
             kinds.add("at least one diagnosis differs from the tree's")
+        elif fix != fixes[0]:  # a later one of the tree's list: INT4 before TP, a tuning action before the technique
+            kinds.add("a fix you named is on the tree's list but not the first thing to try: the tree ranks a "
+                      "condition's fixes (the one that costs least accuracy first; a technique that is off before "
+                      "a tuning action)")
     if kinds:
         # One verdict for the whole set, never which incident is wrong or how many: per-incident
         # feedback would let a loop try every (branch, fix) until each incident passes.
