@@ -163,6 +163,8 @@ WRONG = {
                        "    return out"),
         "formula": ("def branch_for(metrics, slos):\n    w = worst_metric(metrics, slos)\n"
                     "    return None if w is None else BRANCH_OF[w]"),
+        # the order of the steps changed (TTFT before OOM): the hint points at the order, not at the worst metric
+        "order_swapped": 'ORDER = ["A", "C", "B", "D"]',
         "formula_throughput": ("_orig = failing_ratios\n"
                                "def failing_ratios(metrics, slos):\n    out = _orig(metrics, slos)\n"
                                "    if 'throughput_tok_s' in out:\n"
@@ -188,6 +190,9 @@ WRONG = {
                     "In = ['answers = {n: (diagnose(i[\"metrics\"], SLO).branch, ...) for n, i in INCIDENTS.items()}']"),
         "formula_already_on": "answers = dict(answers, **{'batch-api': ('B', 'continuous_batching')})",
         "formula_worst_first": "answers = dict(answers, **{'legal-search': ('B', 'speculative_decoding')})",
+        # on the tree's list but not the first thing to try: INT4 before TP, a tuning action for a technique that is off
+        "ranked_later": "answers = dict(answers, **{'rag-70b': ('C', 'int4_awq_marlin')})",
+        "action_for_an_off_technique": "answers = dict(answers, **{'support-bot': ('A', 'radix_attention')})",
     },
     "lab1-part3": {
         UNTOUCHED: None,
@@ -430,6 +435,8 @@ WRONG = {
         "unit_percent": "my_rule = dict(my_rule, expr=my_rule['expr'].replace('> 0.9', '> 90'))",
         "formula_at_or_above": "my_rule = dict(my_rule, expr=my_rule['expr'].replace('> 0.9', '>= 0.9'))",
         "no_for": "my_rule = {k: v for k, v in my_rule.items() if k != 'for'}",
+        # the task's selector left out: the rule would page for a full cache of any job (a staging engine)
+        "no_job_selector": "my_rule = dict(my_rule, expr=my_rule['expr'].replace('{job=\"vllm\"}', ''))",
         "test_cannot_fail": ("import copy\nmy_test = copy.deepcopy(my_test)\n"
                              "my_test['tests'][0]['alert_rule_test'] = my_test['tests'][0]['alert_rule_test'][:1]"),
     },
@@ -438,6 +445,9 @@ WRONG = {
         "fixed_tolerance": ("def impossible_rows(table, output_tokens, tolerance=0.2):\n"
                             "    return [r['concurrency'] for r in table if abs(in_flight(r['qps'], r['ttft_mean_ms'],"
                             " r['tpot_mean_ms'], output_tokens) / r['concurrency'] - 1) > 0.2]"),
+        "at_tolerance": ("def impossible_rows(table, output_tokens, tolerance=0.2):\n"
+                         "    return [r['concurrency'] for r in table if abs(in_flight(r['qps'], r['ttft_mean_ms'],"
+                         " r['tpot_mean_ms'], output_tokens) / r['concurrency'] - 1) >= tolerance]"),
         "ratio_upside_down": ("def impossible_rows(table, output_tokens, tolerance=0.2):\n"
                               "    return [r['concurrency'] for r in table if abs(r['concurrency'] / in_flight(r['qps'],"
                               " r['ttft_mean_ms'], r['tpot_mean_ms'], output_tokens) - 1) > tolerance]"),
@@ -571,6 +581,11 @@ MESSAGE = {
     ("lab5-task3", "bound_print_floor"): "floor for printing a percentile",
     ("lab5-task3", "raw_peak"): "raw peak",
     ("lab5-task3", "at_or_below"): "strictly",
+    ("lab5-task2", "at_tolerance"): "exactly at the tolerance",
+    ("lab1-part1", "order_swapped"): "check the order of the steps",
+    ("lab1-part2", "ranked_later"): "not the first thing to try",
+    ("lab1-part2", "action_for_an_off_technique"): "not the first thing to try",
+    ("lab1-part1", "formula"): "not the worst metric's branch",
 }
 
 CHECKS = check_functions()
@@ -996,3 +1011,24 @@ def test_worked_solutions_pass_when_graded(lab):
     for gid in sorted(g for g in CHECKS if g.startswith(lab)):
         ok, msg = _graded(gid, grade.submission_cells(nb), seed=None)
         assert ok, (gid, msg)
+
+
+@pytest.mark.parametrize("n", [64, 150, 256])
+def test_rows_at_the_tolerance_are_exactly_at_it_in_any_order_of_computation(n):
+    """Lab 5 task 2's rows on the tolerance: |L / c - 1| is the tolerance itself, in floating point, whichever way
+    a learner computes L, so `>` keeps them and `>=` flags them; a tolerance no float ratio meets (0.2) gets none."""
+    from inferopt.labcheck.lab5 import boundary_table, rows_at_tolerance
+
+    rows = rows_at_tolerance(n, 0.25)
+    assert [r["concurrency"] for r in rows] == [8, 1024] and all(r["ttft_mean_ms"] > 0 for r in rows)
+    for r in rows:
+        q, ttft, tpot, c = r["qps"], r["ttft_mean_ms"], r["tpot_mean_ms"], r["concurrency"]
+        ways = [q * (ttft + (n - 1) * tpot) / 1000, q * (ttft / 1000 + (n - 1) * tpot / 1000),
+                q * ttft / 1000 + q * (n - 1) * tpot / 1000, (ttft + tpot * (n - 1)) * q / 1000]
+        for L in ways:
+            assert abs(L / c - 1) == 0.25 and abs(L - c) / c == 0.25
+    assert rows_at_tolerance(n, 0.2) == [] and rows_at_tolerance(n, 0.1) == []
+    import random
+
+    table = boundary_table(random.Random(0), n, 0.25)
+    assert len({r["concurrency"] for r in table}) == len(table) == 8

@@ -95,13 +95,20 @@ def _hint_worst(got, want, show):
     return f"it returned {show} that is not the failing metric with the largest measured/SLO ratio (compare ratios, not raw ms)"
 
 
-def _hint_branch(got, want, show):
+# the branch of each metric, as the lab states it (the learner's BRANCH_OF): to tell which mistake a wrong branch is
+_BRANCH_OF_METRIC = {"oom": "C", "ttft_p95_ms": "A", "tpot_p95_ms": "B", "throughput_tok_s": "B",
+                     "ttft_p99_ms": "D", "tpot_p99_ms": "D"}
+
+
+def _hint_branch(got, want, show, worst=None):
     if want is None:
         return f"it returned {show} although nothing fails: return None"
     if got is None:
         return "it returned None although a metric fails its SLO"
+    why = ("the branch is not the worst metric's branch" if got == _BRANCH_OF_METRIC.get(worst)
+           else "check the order of the steps, and which of them fail")
     return (f"it returned {show} that is not the earliest failing step of the order OOM (C) -> TTFT P95 (A) -> "
-            "TPOT P95 or throughput (B) -> P99 tail (D) (chapter 04): the branch is not the worst metric's branch")
+            f"TPOT P95 or throughput (B) -> P99 tail (D) (chapter 04): {why}")
 
 
 @counted
@@ -126,7 +133,7 @@ def part1(ns: dict, n_cases: int = 300, seed=None) -> None:
             raise CheckFailed(f"{task}: worst_metric is wrong {where}: {_hint_worst(got_w, d.worst_metric, show)}")
         if got_b != d.branch:
             show = repr(got_b) if made_up else "a branch"
-            raise CheckFailed(f"{task}: branch_for is wrong {where}: {_hint_branch(got_b, d.branch, show)}")
+            raise CheckFailed(f"{task}: branch_for is wrong {where}: {_hint_branch(got_b, d.branch, show, d.worst_metric)}")
     passed(f"Part 1 passes: worst_metric and branch_for agree with the decision engine on the 6 incidents, "
            f"{len(boundary_cases())} cases on the thresholds and {n_cases} cases made up just now")
 
@@ -166,7 +173,7 @@ def part2(ns: dict) -> None:
             continue
         branch, fix = entry
         d = diagnose(inc["metrics"], inc.get("slos", slo_default), inc["workload"], inc["techniques_on"])
-        fixes = d.techniques + [a["id"] for a in d.actions]
+        fixes = d.techniques + [a["id"] for a in d.actions]   # ranked: the tree's first thing to try comes first
         if fix not in ids | actions:
             kinds.add("a fix you named is not a technique or action id (see the lists above)")
         elif fix in inc["techniques_on"]:
@@ -174,6 +181,10 @@ def part2(ns: dict) -> None:
                       "names a tuning action instead")
         elif branch != d.branch or fix not in fixes:
             kinds.add("at least one diagnosis differs from the tree's")
+        elif fix != fixes[0]:  # a later one of the tree's list: INT4 before TP, a tuning action before the technique
+            kinds.add("a fix you named is on the tree's list but not the first thing to try: the tree ranks a "
+                      "condition's fixes (the one that costs least accuracy first; a technique that is off before "
+                      "a tuning action)")
     if kinds:
         # One verdict for the whole set, never which incident is wrong or how many: per-incident
         # feedback would let a loop try every (branch, fix) until each incident passes.

@@ -68,7 +68,9 @@ def duration_seconds(text) -> float | None:
 
 
 def _threshold_problems(rule: dict, test: dict) -> list:
-    """Run a hidden test: the rule must fire above 0.9 and stay quiet at 0.9 and below (a fraction, not %)."""
+    """Run a hidden test: the rule must fire above 0.9 and stay quiet at 0.9 and below (a fraction, not %), and
+    watch the vLLM job only: a full cache of another job (a staging engine scraped by the same Prometheus) does
+    not page anyone, as the course's own rules select ``job=...`` (assets/monitoring/alerts.yaml)."""
     import copy
     import tempfile
     from pathlib import Path
@@ -81,6 +83,7 @@ def _threshold_problems(rule: dict, test: dict) -> list:
             {"series": 'vllm:kv_cache_usage_perc{job="vllm",instance="a:1"}', "values": "0.93x10"},
             {"series": 'vllm:kv_cache_usage_perc{job="vllm",instance="b:1"}', "values": "0.9x10"},
             {"series": 'vllm:kv_cache_usage_perc{job="vllm",instance="c:1"}', "values": "0.6x10"},
+            {"series": 'vllm:kv_cache_usage_perc{job="staging",instance="d:1"}', "values": "0.97x10"},
         ],
         "alert_rule_test": [{"eval_time": "1m", "alertname": "KVCacheNearlyFull", "exp_alerts": []}],
     }]}
@@ -91,7 +94,9 @@ def _threshold_problems(rule: dict, test: dict) -> list:
         _, quiet_ok = _run(rule_q, hidden, folder)
         if not quiet_ok.ok:
             return ["the rule fires too early: it must wait 2 minutes"]
-        for inst, should in (("a:1", True), ("b:1", False), ("c:1", False)):
+        for inst, should, what in (("a:1", True, "a cache above 0.9"), ("b:1", False, "a cache at or below 0.9"),
+                                   ("c:1", False, "a cache at or below 0.9"),
+                                   ("d:1", False, "a full cache of another Prometheus job")):
             case = copy.deepcopy(hidden)
             case["tests"][0]["input_series"] = [s for s in case["tests"][0]["input_series"] if inst in s["series"]]
             case["tests"][0]["alert_rule_test"] = [{"eval_time": "5m", "alertname": "KVCacheNearlyFull",
@@ -99,17 +104,18 @@ def _threshold_problems(rule: dict, test: dict) -> list:
                                                                                    "instance": inst}}] if should else []}]
             _, res = _run(rule_q, case, folder)
             if not res.ok:
-                what = "a cache above 0.9" if should else "a cache at or below 0.9"
                 return [(f"on a series the check made up, the rule does not behave as asked for {what}: "
-                        "vllm:kv_cache_usage_perc is a fraction 0..1, the alert is per instance and keeps only "
-                        "the severity and instance labels")]
+                        "vllm:kv_cache_usage_perc is a fraction 0..1, the expression selects the series the task "
+                        "names, the alert is per instance and keeps only the severity and instance labels")]
     return []
 
 
 def boundary_table(r, output_tokens, tol):
     """Rows just inside and just outside the tolerance on both sides, with qps unrounded, so a fixed
-    threshold, `>=` for `>`, or the ratio taken the other way round (c / L) gets a row wrong."""
-    rows = []
+    threshold or the ratio taken the other way round (c / L) gets a row wrong; and, for a tolerance that
+    is a binary fraction (0.25), rows exactly at it on both sides (:func:`rows_at_tolerance`), so `>=`
+    for `>` gets a row wrong."""
+    rows = rows_at_tolerance(output_tokens, tol)
     for k, c in enumerate([16, 32, 64, 128, 256, 512]):
         ttft, tpot = 100.0 + 37 * k, 20.0 + 3 * k
         w = (ttft + (output_tokens - 1) * tpot) / 1000
@@ -118,6 +124,26 @@ def boundary_table(r, output_tokens, tol):
                      "ttft_p95_ms": round(1.5 * ttft), "tpot_p95_ms": round(1.2 * tpot)})
     r.shuffle(rows)
     return sorted(rows, key=lambda row: row["concurrency"])
+
+
+def rows_at_tolerance(output_tokens, tol) -> list[dict]:
+    """Two rows whose Little's-law concurrency is exactly (1 + tol) and (1 - tol) times the measured one, in
+    floating point whatever order a learner computes L = qps x (TTFT + (n - 1) x TPOT) / 1000 in: TPOT is
+    1/64 s, TTFT a multiple of it, W a power of two seconds and the concurrencies powers of two, so every
+    intermediate value is a short binary fraction (exact). None for a tolerance such as 0.2, which no
+    float ratio meets exactly."""
+    from fractions import Fraction
+
+    if Fraction(tol).denominator > 64:
+        return []
+    tpot = 15.625                                       # ms: 1/64 s
+    w = 1
+    while w * 1000 < (output_tokens - 1) * tpot + tpot:  # W (s) a power of two, TTFT at least one TPOT
+        w *= 2
+    ttft = w * 1000 - (output_tokens - 1) * tpot
+    return [{"concurrency": c, "qps": c * implied / w, "ttft_mean_ms": ttft, "tpot_mean_ms": tpot,
+             "ttft_p95_ms": round(1.5 * ttft), "tpot_p95_ms": round(1.2 * tpot)}
+            for c, implied in ((8, 1 + tol), (1024, 1 - tol))]
 
 
 def random_table(r, output_tokens):
@@ -164,9 +190,12 @@ def task2(ns: dict, n_cases: int = 300, seed=None) -> None:
         with forbid(ns, FORBIDDEN), quiet():
             got = call(task, impossible_rows, [dict(x) for x in table], n, tol)
         if list(got) != want if isinstance(got, (list, tuple)) else True:
-            raise CheckFailed(f"{task}: impossible_rows is wrong on a table the check made up: flag a row when the "
-                              "concurrency implied by Little's law differs from the measured one by more than the "
-                              "tolerance (relative); return the concurrency of each such row, in table order")
+            at = [row["concurrency"] for row in table if row["concurrency"] not in want and row in rows_at_tolerance(n, tol)]
+            hint = ("a row exactly at the tolerance is not impossible: flag only the rows that differ by more than it"
+                    if at and isinstance(got, (list, tuple)) and set(at) <= set(got) else
+                    "flag a row when the concurrency implied by Little's law differs from the measured one by more "
+                    "than the tolerance (relative); return the concurrency of each such row, in table order")
+            raise CheckFailed(f"{task}: impossible_rows is wrong on a table the check made up: {hint}")
     with forbid(ns, FORBIDDEN), quiet():
         bad_a = call(task, impossible_rows, table_a, 150, 0.2)
         bad_b = call(task, impossible_rows, table_b, 150, 0.2)
