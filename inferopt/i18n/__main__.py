@@ -97,7 +97,8 @@ def main(argv=None) -> int:
         if a.cmd == "outputs-count":
             from inferopt.i18n import outputs
 
-            paths = a.notebooks or [b.zh_target(nb) for nb in b.sources()]
+            paths = a.notebooks or ([b.zh_target(nb) for nb in b.sources()]
+                                    + [t for t in map(b.zh_solution_target, b.sources()) if t is not None])
             counts = outputs.count(paths)
             for p, c in counts.items():
                 shown = Path(p).resolve()
@@ -114,8 +115,9 @@ def main(argv=None) -> int:
 
             n = 0
             for nb in [b.source_of(x) for x in a.notebooks] or b.sources():
+                zh = b.zh_solution_target(nb) or b.zh_target(nb)       # a solution's answers: its zh twin
                 todo = outputs.missing_templates(json.loads(nb.read_text(encoding="utf-8")),
-                                                 json.loads(b.zh_target(nb).read_text(encoding="utf-8")))
+                                                 json.loads(zh.read_text(encoding="utf-8")))
                 for template, place in todo.items():
                     print(f"{b.domain(nb)} {place}\n  msgid {json.dumps(template, ensure_ascii=False)}")
                 n += len(todo)

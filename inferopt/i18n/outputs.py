@@ -45,6 +45,7 @@ _LIBRARY = re.compile(
     r"|^Traceback \(most recent call last\)|^\s+File \"[^\"]+\", line \d+|^\w*(?:Error|Exception|Warning): ")
 _PROMQL = re.compile(r"[\w:]+\{[^{}]*=[^{}]*\}|\b(?:histogram_quantile|increase|rate|changes|sum by|sum)\s*\(")
 _HTML_CODE = re.compile(r"<code[^>]*>.*?</code>", re.S)
+_ALERT_TEMPLATE = re.compile(r"\{\{\s*\$(?:labels|value)\b")     # a Prometheus rule's annotation: the learner's config
 _JSON_MEMBER = re.compile(r'^\s*"[\w-]+": ')
 _COMMAND = re.compile(r"^\s*(?:\$ |(?:CUDA_VISIBLE_DEVICES=\S+ )?(?:vllm|hf|huggingface-cli|kubectl|helm|promtool|make|"
                       r"pip|python|docker) )")
@@ -236,9 +237,10 @@ def _code_removed(line: str) -> str:
     """A line with the code both editions print as it is taken out, like inline code in prose: HTML ``<code>``;
     a table cell (or line) holding PromQL (a metric selector such as ``vllm:num_requests_waiting{job="vllm"}``,
     a ``histogram_quantile(``/``sum by (``/``increase(`` call); a shell command line (``$ promtool ...``,
-    ``vllm serve ...``; a ``# comment`` after it is read); a JSON member (``"verdict": "..."``)."""
+    ``vllm serve ...``; a ``# comment`` after it is read); a JSON member (``"verdict": "..."``); a line of an alert
+    rule's annotation, templated on ``{{ $labels.… }}`` (the rule as written, which its test matches word for word)."""
     line = _HTML_CODE.sub(" ", line)
-    if _JSON_MEMBER.match(line):
+    if _JSON_MEMBER.match(line) or _ALERT_TEMPLATE.search(line):
         return ""
     command = _COMMAND.match(line)
     if command:
