@@ -84,8 +84,9 @@ def _strip_region(text: str, begin: re.Pattern, end: re.Pattern, stub: str, wher
     return "\n".join(out)
 
 
-def make_lab(solution: dict, where: str = "notebook") -> dict:
-    """Return the student version of a solution notebook (solution regions stubbed, outputs cleared)."""
+def make_lab(solution: dict, where: str = "notebook", md_stub: str = _MD_STUB) -> dict:
+    """Return the student version of a solution notebook (solution regions stubbed, outputs cleared); ``md_stub``:
+    what a prose answer's region becomes (the Chinese edition passes its translation of ``YOUR ANSWER HERE``)."""
     nb = copy.deepcopy(solution)
     for i, cell in enumerate(nb["cells"]):
         src = _source(cell)
@@ -95,7 +96,7 @@ def make_lab(solution: dict, where: str = "notebook") -> dict:
             cell["outputs"] = []
             cell["execution_count"] = None
         elif cell["cell_type"] == "markdown":
-            src = _strip_region(src, _BEGIN_MD, _END_MD, _MD_STUB, f"{where} cell {i}")
+            src = _strip_region(src, _BEGIN_MD, _END_MD, md_stub, f"{where} cell {i}")
         cell["source"] = src
     return clean(nb)
 

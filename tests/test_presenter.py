@@ -115,6 +115,65 @@ def test_a_block_without_talking_points_is_rejected(tmp_path, monkeypatch):
         presenter.talking_points("# a file without plans\n")
 
 
+def _english_points(page: str) -> list[str]:
+    """The lines of a talking-points page that hold a run of English words (inline code, paths, flags and the
+    terms both editions keep taken out: inferopt.i18n.leftover)."""
+    from inferopt.i18n.leftover import english_runs
+
+    return [ln for ln in page.splitlines() if english_runs(ln)]
+
+
+def test_the_chinese_talking_points_hold_every_block_and_no_english_point():
+    """talking-points.zh.md: the plans of INSTRUCTORS.zh.md, each notebook's objectives, prompts and sections as the
+    zh notebooks show them (their catalogs), Chinese labels; no line of it is English."""
+    zh_doc = (pacing.INSTRUCTORS.parent / "INSTRUCTORS.zh.md").read_text(encoding="utf-8")
+    page = presenter.talking_points(edition="zh")
+    assert page == presenter.talking_points(zh_doc, edition="zh")
+    assert _english_points(page) == [], _english_points(page)
+    english = presenter.talking_points()
+    plans = pacing.parse_plans(zh_doc)
+    for name, plan in plans.items():
+        for start, minutes, items, what, fallback, who in plan["rows"]:
+            head = f"### {pacing.hm(start)}–{pacing.hm(start + minutes)} · {what}（{minutes} 分钟"
+            assert head in page, head
+            if items in (["break"], ["slack"]):
+                continue
+            block = page.split(head, 1)[1].split("\n### ", 1)[0]
+            assert f"，{who}）" in block.split("\n", 1)[0] and f"- 核数不够时：{fallback}" in block
+            for item in items:
+                p = presenter.notebook_points(pacing.notebook_path(item))
+                zh, lacking = presenter._zh_points(pacing.notebook_path(item), p)
+                assert lacking == [] and len(zh.objectives) == len(p.objectives) > 0
+                assert all(f"- {o}" in block for o in zh.objectives), (name, item)
+                assert all(f"- {o}" not in page for o in p.objectives), "an English objective in the zh page"
+                assert all(s in block for s in zh.sections) and all(t in block for t in zh.try_its)
+    # the wrong case for the page check: the English page is full of English points
+    assert len(_english_points(english)) > 20
+
+
+def test_a_talking_point_without_its_chinese_is_rejected(monkeypatch):
+    """A notebook whose catalog lacks the objectives' unit (or a heading's): the zh build refuses, in one line,
+    naming the notebook, instead of showing the English point to a Chinese instructor."""
+    from inferopt.i18n import build as i18n_build
+
+    real = i18n_build.translations
+    dropped = "chapters/04-optimization-order.ipynb"
+
+    def lacking(nb, language="zh_CN"):
+        table = dict(real(nb, language))
+        if str(nb).endswith(dropped):
+            for k in [k for k in table if k.startswith("- ") or k.startswith("## ")]:
+                del table[k]
+        return table
+
+    monkeypatch.setattr(i18n_build, "translations", lacking)
+    with pytest.raises(CourseError, match="a talking point without its Chinese: chapters/04-optimization-order.md: "
+                                          "the objectives' list") as exc:
+        presenter.talking_points(edition="zh")
+    assert "\n" not in str(exc.value) and "'## " in str(exc.value)
+    assert presenter.talking_points().startswith("# Talking points")      # the English page needs no catalog
+
+
 # ---------------------------------------------------------------- slides
 def test_slides_hold_every_marked_cell_and_a_missing_one_is_rejected():
     nb = nbformat.read(CHAPTERS / "04-optimization-order.ipynb", as_version=4)
@@ -148,16 +207,19 @@ def test_build_then_check_and_a_stale_build_is_refused(tmp_path):
     decks = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.html"))
     assert decks == ["slides/04-optimization-order.html", "slides/lab2-memory-calculator.html",
                      "slides/zh/04-optimization-order.html", "slides/zh/lab2-memory-calculator.html"]
-    assert sorted(p.name for p in out.glob("*.md")) == ["answer-key-lab2.md", "talking-points.md"]
+    assert sorted(p.name for p in out.glob("*.md")) == ["answer-key-lab2.md", "talking-points.md",
+                                                        "talking-points.zh.md"]
     assert "YOUR CODE HERE" in (out / "slides" / "lab2-memory-calculator.html").read_text()   # the learner's lab
     assert presenter.check(out) == []
     key = out / "answer-key-lab2.md"
     key.write_text(key.read_text() + "\nan extra hint typed here\n")
     (out / "talking-points.md").write_text("# old points\n")
+    (out / "talking-points.zh.md").unlink()
     bad = subprocess.run([sys.executable, "-m", "inferopt", "presenter", "check", "--out", str(out)],
                          capture_output=True, text=True, cwd=REPO_ROOT)
-    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and bad.stderr.startswith("error: 2 problem(s)")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and bad.stderr.startswith("error: 3 problem(s)")
     assert "answer-key-lab2.md differs" in bad.stdout and "talking-points.md is missing or differs" in bad.stdout
+    assert "talking-points.zh.md is missing or differs from INSTRUCTORS.zh.md" in bad.stdout
 
 
 def test_the_learner_pack_ships_no_answer_key(tmp_path):

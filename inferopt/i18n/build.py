@@ -29,7 +29,7 @@ from pathlib import Path
 
 from inferopt.i18n import ZH_ROOT, po_path
 from inferopt.i18n.units import blocks, join, translatable
-from inferopt.nbtools import _dumps, clean, make_lab
+from inferopt.nbtools import _MD_STUB, _dumps, clean, make_lab
 from inferopt.paths import CHAPTERS, REPO_ROOT, SOLUTIONS
 
 FIX_BUILD = "python -m inferopt.i18n build   (or: make zh)"
@@ -347,7 +347,9 @@ def expected(nb: Path) -> tuple[str, list[str]]:
     """The text of the Chinese notebook ``build`` writes for ``nb``, and the units left in English."""
     data, missing = translate_notebook(nb)
     if english_home(nb) == "labs":
-        data = make_lab(data, where=domain(nb))
+        from inferopt.i18n import catalog
+
+        data = make_lab(data, where=domain(nb), md_stub=catalog("zh_CN").get(_MD_STUB, _MD_STUB))
     return _dumps(data), missing
 
 
