@@ -280,7 +280,7 @@ def missing_templates(english: dict, chinese: dict) -> dict[str, str]:
     zh = dict(output_texts(chinese))
     out: dict[str, str] = {}
     for place, line in output_texts(english):
-        if place in zh and english_runs(_code_removed(zh[place])):
+        if place in zh and english_runs(_code_removed(zh[place]), FIGURE_WORDS if " figure " in place else MIN_WORDS):
             body = line if " figure " in place else _ALIGN.sub(" ", line.strip())
             out.setdefault(_numbered(body), place)
     return out
