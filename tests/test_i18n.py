@@ -137,7 +137,7 @@ def test_drift_check_fails_on_an_edited_english_paragraph_until_its_translation_
     po.save(str(po_file))
     assert b.stale(nb) == [] and unit_problems(nb) == []
     # a brand-new paragraph is stale as "new"
-    _edit_english(nb, "## Takeaways", "## Takeaways\n\nA paragraph nobody translated.")
+    _edit_english(nb, "## What to remember", "## What to remember\n\nA paragraph nobody translated.")
     assert [s.why for s in b.stale(nb)] == ["new"]
 
 
