@@ -8,7 +8,8 @@ experiments) so that every comparison differs in exactly one flag. Sizes are cho
 - branch A (TTFT): ``shared_prefix_run`` - a customer-service system prompt shared by every
   request, one request at a time; prefix caching off vs on.
 - branch B (TPOT/throughput): ``concurrency_sweep`` - continuous batching's throughput gain and its
-  TPOT cost; ``spec_run`` - n-gram speculative decoding on code-like prompts at low and higher
+  TPOT cost (``sweep_to_first_miss``: doubling until the SLO breaks, chapter 5b); ``spec_run`` - n-gram
+  speculative decoding on code-like prompts at low and higher
   concurrency (pitfall 3.2: the gain shrinks as the batch grows).
 - branch C (memory): ``kv_pressure_run`` - more requests than the KV budget holds; /metrics shows
   waiting and preempted requests; ``kv_fix_gib`` - the memory calculator's budget for the load.
@@ -228,6 +229,35 @@ def concurrency_sweep(srv, tokenizer=None, *, concurrencies=(1, 2, 4, 8), input_
     wl = Workload(input_tokens=input_tokens, output_tokens=output_tokens, num_requests=int(min_requests), seed=seed)
     return sweep(ep, wl, concurrencies=list(concurrencies), tokenizer=tokenizer or load_tokenizer(), slo=slo,
                  min_rounds=min_rounds, writer=writer, progress=progress)
+
+
+def doubling_levels(measure, *, max_level: int) -> list[dict]:
+    """Measure level 1, 2, 4, 8, ... until a level misses its SLO or reaches ``max_level``; the rows, in order.
+
+    ``measure(level)`` answers one row with a ``meets_slo`` field. The stopping rule of a load-test sweep: the last
+    row is the first level that misses (and the one before it the largest that meets), or ``max_level`` met."""
+    if not isinstance(max_level, int) or max_level < 1:
+        raise CourseError(f"max_level={max_level!r}: give a whole number of 1 or more (the engine's slots, e.g. 16)")
+    rows, level = [], 1
+    while True:
+        rows.append(measure(level))
+        if not rows[-1]["meets_slo"] or level >= max_level:
+            return rows
+        level *= 2
+
+
+def sweep_to_first_miss(srv, tokenizer, *, slo: SLO, max_concurrency: int, input_tokens: int = 100,
+                        output_tokens: int = 16, min_requests: int = 20, min_rounds: int = 2, writer=None) -> list[dict]:
+    """Closed-loop sweep at concurrency 1, 2, 4, ... (``doubling_levels``) until a level misses ``slo`` or the
+    engine's ``max_concurrency`` slots are full; one ``concurrency_sweep`` row per level, each with ``per_step``:
+    the mean number of requests each engine step decoded at that level, from vLLM's counters (``per_step``)."""
+    def measure(c):
+        before = scrape(srv)
+        row, = concurrency_sweep(srv, tokenizer, concurrencies=[c], input_tokens=input_tokens,
+                                 output_tokens=output_tokens, min_rounds=min_rounds, min_requests=min_requests,
+                                 slo=slo, writer=writer, seed=c)
+        return {**row, "per_step": per_step(scrape(srv), before)}
+    return doubling_levels(measure, max_level=max_concurrency)
 
 
 CODE_HEADER = "# Python: the same helper, written out for each module.\n\n"
