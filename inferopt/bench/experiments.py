@@ -133,6 +133,65 @@ class MetricsPoller:
         self._t.join(timeout=5)
 
 
+class Sampler:
+    """Calls ``read()`` every ``interval_s`` in a thread from ``start()`` to ``stop()``; ``samples`` holds
+    (seconds since ``t0`` by ``time.monotonic()``, the value) for each read that answered (a read that raises one of
+    ``errors``, e.g. a server restarting, is skipped). Chapter 06b samples the router's view of each engine's health
+    this way while an engine is killed and restarted."""
+
+    def __init__(self, read, *, t0: float, interval_s: float = 0.5, errors=(OSError, ValueError)):
+        if interval_s <= 0:
+            raise CourseError(f"Sampler: interval_s={interval_s}; give a positive number of seconds")
+        self.read, self.t0, self.interval_s, self.errors = read, t0, interval_s, errors
+        self.samples: list = []
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self):
+        while not self._stop.is_set():
+            try:
+                self.samples.append((time.monotonic() - self.t0, self.read()))
+            except self.errors:
+                pass
+            self._stop.wait(self.interval_s)
+
+    def start(self) -> Sampler:
+        self._t.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._t.join(timeout=10)
+
+
+def kill_under_load(ep, requests, *, rate: float, kill, kill_after: int, after_n: int, settle_s: float,
+                    t0: float) -> tuple:
+    """An open-loop load at ``rate`` req/s with a crash in it: once ``kill_after`` requests have finished, call
+    ``kill()`` (no drain); the load stops sending once ``after_n`` requests sent ``settle_s`` or more after the kill
+    have finished, so both sides of the kill have data. Answers (the run, the kill's time in seconds since ``t0``).
+    The kill waits for finished requests, not for a fixed time: on a slow machine a fixed time can come before any
+    request has finished. ``requests`` must be more than the load needs (it stops itself)."""
+    if kill_after < 0 or after_n < 1 or settle_s < 0:
+        raise CourseError(f"kill_under_load: kill_after={kill_after}, after_n={after_n}, settle_s={settle_s}; give "
+                          "kill_after >= 0, after_n >= 1 and settle_s >= 0")
+    finished, out, at = [], {}, {}
+
+    def after_crash_done():
+        return "kill" in at and sum(r.ok and r.start_s >= at["kill"] + settle_s for r in finished) >= after_n
+
+    def load():
+        out["run"] = loadgen.run(ep, requests, rate=rate, progress=False, on_record=finished.append,
+                                 stop_when=after_crash_done)
+    sending = threading.Thread(target=load)
+    sending.start()
+    while sum(r.ok for r in finished) < kill_after and sending.is_alive():      # poll the finished count
+        time.sleep(0.05)
+    kill()
+    at["kill"] = time.monotonic() - t0
+    sending.join()
+    return out["run"], at["kill"]
+
+
 def _measure(srv, run_kwargs: dict, slo: SLO | None = None, poll: bool = False) -> dict:
     """Run loadgen with /metrics read before and after (and polled if asked); one result dict."""
     ep = loadgen.Endpoint.from_server(srv)
