@@ -25,6 +25,7 @@ import concurrent.futures
 import json
 import os
 import random
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -386,8 +387,6 @@ def spaced_run(endpoints: list, requests, gap_s: float) -> RunResult:
     gateway's smooth weighted round-robin makes at 50 %: it alternates), each endpoint's share from a thread of its
     own, all started together: one run, its records in the order sent, as long as its longest share (each share's
     client CPU is the process's, every thread included, so the longest share's figure covers the run)."""
-    import threading
-
     requests = list(requests)
     if not endpoints or not requests or gap_s < 0:
         raise CourseError(f"spaced_run: {len(endpoints)} endpoint(s), {len(requests)} request(s), gap {gap_s} s; "
