@@ -8,7 +8,8 @@ experiments) so that every comparison differs in exactly one flag. Sizes are cho
 - branch A (TTFT): ``shared_prefix_run`` - a customer-service system prompt shared by every
   request, one request at a time; prefix caching off vs on.
 - branch B (TPOT/throughput): ``concurrency_sweep`` - continuous batching's throughput gain and its
-  TPOT cost; ``spec_run`` - n-gram speculative decoding on code-like prompts at low and higher
+  TPOT cost (``sweep_to_first_miss``: doubling until the SLO breaks, chapter 5b); ``spec_run`` - n-gram
+  speculative decoding on code-like prompts at low and higher
   concurrency (pitfall 3.2: the gain shrinks as the batch grows).
 - branch C (memory): ``kv_pressure_run`` - more requests than the KV budget holds; /metrics shows
   waiting and preempted requests; ``kv_fix_gib`` - the memory calculator's budget for the load.
@@ -132,6 +133,65 @@ class MetricsPoller:
         self._t.join(timeout=5)
 
 
+class Sampler:
+    """Calls ``read()`` every ``interval_s`` in a thread from ``start()`` to ``stop()``; ``samples`` holds
+    (seconds since ``t0`` by ``time.monotonic()``, the value) for each read that answered (a read that raises one of
+    ``errors``, e.g. a server restarting, is skipped). Chapter 06b samples the router's view of each engine's health
+    this way while an engine is killed and restarted."""
+
+    def __init__(self, read, *, t0: float, interval_s: float = 0.5, errors=(OSError, ValueError)):
+        if interval_s <= 0:
+            raise CourseError(f"Sampler: interval_s={interval_s}; give a positive number of seconds")
+        self.read, self.t0, self.interval_s, self.errors = read, t0, interval_s, errors
+        self.samples: list = []
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self):
+        while not self._stop.is_set():
+            try:
+                self.samples.append((time.monotonic() - self.t0, self.read()))
+            except self.errors:
+                pass
+            self._stop.wait(self.interval_s)
+
+    def start(self) -> Sampler:
+        self._t.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._t.join(timeout=10)
+
+
+def kill_under_load(ep, requests, *, rate: float, kill, kill_after: int, after_n: int, settle_s: float,
+                    t0: float) -> tuple:
+    """An open-loop load at ``rate`` req/s with a crash in it: once ``kill_after`` requests have finished, call
+    ``kill()`` (no drain); the load stops sending once ``after_n`` requests sent ``settle_s`` or more after the kill
+    have finished, so both sides of the kill have data. Answers (the run, the kill's time in seconds since ``t0``).
+    The kill waits for finished requests, not for a fixed time: on a slow machine a fixed time can come before any
+    request has finished. ``requests`` must be more than the load needs (it stops itself)."""
+    if kill_after < 0 or after_n < 1 or settle_s < 0:
+        raise CourseError(f"kill_under_load: kill_after={kill_after}, after_n={after_n}, settle_s={settle_s}; give "
+                          "kill_after >= 0, after_n >= 1 and settle_s >= 0")
+    finished, out, at = [], {}, {}
+
+    def after_crash_done():
+        return "kill" in at and sum(r.ok and r.start_s >= at["kill"] + settle_s for r in finished) >= after_n
+
+    def load():
+        out["run"] = loadgen.run(ep, requests, rate=rate, progress=False, on_record=finished.append,
+                                 stop_when=after_crash_done)
+    sending = threading.Thread(target=load)
+    sending.start()
+    while sum(r.ok for r in finished) < kill_after and sending.is_alive():      # poll the finished count
+        time.sleep(0.05)
+    kill()
+    at["kill"] = time.monotonic() - t0
+    sending.join()
+    return out["run"], at["kill"]
+
+
 def _measure(srv, run_kwargs: dict, slo: SLO | None = None, poll: bool = False) -> dict:
     """Run loadgen with /metrics read before and after (and polled if asked); one result dict."""
     ep = loadgen.Endpoint.from_server(srv)
@@ -228,6 +288,35 @@ def concurrency_sweep(srv, tokenizer=None, *, concurrencies=(1, 2, 4, 8), input_
     wl = Workload(input_tokens=input_tokens, output_tokens=output_tokens, num_requests=int(min_requests), seed=seed)
     return sweep(ep, wl, concurrencies=list(concurrencies), tokenizer=tokenizer or load_tokenizer(), slo=slo,
                  min_rounds=min_rounds, writer=writer, progress=progress)
+
+
+def doubling_levels(measure, *, max_level: int) -> list[dict]:
+    """Measure level 1, 2, 4, 8, ... until a level misses its SLO or reaches ``max_level``; the rows, in order.
+
+    ``measure(level)`` answers one row with a ``meets_slo`` field. The stopping rule of a load-test sweep: the last
+    row is the first level that misses (and the one before it the largest that meets), or ``max_level`` met."""
+    if not isinstance(max_level, int) or max_level < 1:
+        raise CourseError(f"max_level={max_level!r}: give a whole number of 1 or more (the engine's slots, e.g. 16)")
+    rows, level = [], 1
+    while True:
+        rows.append(measure(level))
+        if not rows[-1]["meets_slo"] or level >= max_level:
+            return rows
+        level *= 2
+
+
+def sweep_to_first_miss(srv, tokenizer, *, slo: SLO, max_concurrency: int, input_tokens: int = 100,
+                        output_tokens: int = 16, min_requests: int = 20, min_rounds: int = 2, writer=None) -> list[dict]:
+    """Closed-loop sweep at concurrency 1, 2, 4, ... (``doubling_levels``) until a level misses ``slo`` or the
+    engine's ``max_concurrency`` slots are full; one ``concurrency_sweep`` row per level, each with ``per_step``:
+    the mean number of requests each engine step decoded at that level, from vLLM's counters (``per_step``)."""
+    def measure(c):
+        before = scrape(srv)
+        row, = concurrency_sweep(srv, tokenizer, concurrencies=[c], input_tokens=input_tokens,
+                                 output_tokens=output_tokens, min_rounds=min_rounds, min_requests=min_requests,
+                                 slo=slo, writer=writer, seed=c)
+        return {**row, "per_step": per_step(scrape(srv), before)}
+    return doubling_levels(measure, max_level=max_concurrency)
 
 
 CODE_HEADER = "# Python: the same helper, written out for each module.\n\n"

@@ -25,6 +25,7 @@ import concurrent.futures
 import json
 import os
 import random
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -379,3 +380,30 @@ def run(endpoint: Endpoint, requests=None, *, concurrency: int | None = None, ra
                                           duration_s, on_record, progress, seed, desc, stop_when))
     result.labels = {k: v for k, v in {"concurrency": concurrency, "rate": rate, **labels}.items() if v is not None}
     return result
+
+
+def spaced_run(endpoints: list, requests, gap_s: float) -> RunResult:
+    """Send ``requests`` one every ``gap_s`` seconds, the i-th to ``endpoints[i % len(endpoints)]`` (the split a
+    gateway's smooth weighted round-robin makes at 50 %: it alternates), each endpoint's share from a thread of its
+    own, all started together: one run, its records in the order sent, as long as its longest share (each share's
+    client CPU is the process's, every thread included, so the longest share's figure covers the run)."""
+    requests = list(requests)
+    if not endpoints or not requests or gap_s < 0:
+        raise CourseError(f"spaced_run: {len(endpoints)} endpoint(s), {len(requests)} request(s), gap {gap_s} s; "
+                          "give one endpoint or more, one request or more and a gap of 0 s or more")
+    k_of = len(endpoints)
+    runs: dict = {}
+
+    def send(k):
+        runs[k] = run(endpoints[k], schedule=[(i * gap_s, r) for i, r in enumerate(requests) if i % k_of == k],
+                      progress=False)
+    sending = [threading.Thread(target=send, args=(k,)) for k in range(min(k_of, len(requests)))]
+    for t in sending:
+        t.start()
+    for t in sending:
+        t.join()
+    if len(runs) == 1:
+        return runs[0]
+    longest = max(runs.values(), key=lambda r: r.duration_s)
+    return RunResult(records=sorted((rec for r in runs.values() for rec in r.records), key=lambda rec: rec.start_s),
+                     duration_s=longest.duration_s, client_cpu_s=longest.client_cpu_s)

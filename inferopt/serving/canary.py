@@ -176,3 +176,33 @@ def rollout(gateway, prom, slo: SLOs, send, weights=(5, 50, 100), selector: str 
             gateway.set_canary_weight(0)
             break
     return trace
+
+
+def gate_table(trace: list[dict], title: str) -> str:
+    """A rollout's trace (``rollout``) as a markdown table: one row per step, one column per gate.
+
+    A P95 gate (one with a ``metric``, marked ``*``) shows the step's canary requests over its threshold ("1 of 4
+    over"), the other gates their value; ✅ / ❌ says whether the gate passed, "no data" where it read nothing. The
+    title line states each gate's pass condition."""
+    if not trace:
+        raise CourseError("an empty rollout trace: pass the list rollout(...) returned, one entry per step")
+    gates = trace[0]["gates"]
+    names = [g["gate"] + ("*" if g.get("metric") else "") for g in gates]
+    head = ("| step | canary weight | canary requests (gateway / Prometheus) | " + " | ".join(names)
+            + " | decision |\n" + "|---" * (len(names) + 4) + "|\n")
+    unit = {"s": lambda v: f"{v * 1000:.0f} ms", "fraction": lambda v: f"{v:.3f}"}
+
+    def cell(g):
+        if g.get("metric"):                     # a P95 gate: the step's canary requests over the threshold
+            v = "no data" if g["n"] is None else f"{g['n'] - g['n_within']} of {g['n']} over"
+        elif g["value"] is None or g["value"] != g["value"]:      # None or NaN: Prometheus had no sample
+            v = "no data"
+        else:
+            v = unit.get(g["unit"], lambda v: f"{v:.1f}")(g["value"])
+        return ("✅ " if g["passed"] else "❌ ") + v
+    rows = "".join(f"| {i + 1} | {st['weight']} % | {st['routed'].get('canary', 0)} / {st['canary_requests']:.1f} | "
+                   + " | ".join(cell(g) for g in st["gates"]) + f" | **{st['decision']}** |\n"
+                   for i, st in enumerate(trace))
+    limits = ", ".join(f"{g['gate']} ≤ {g['threshold'] * 1000:g} ms" if g.get("metric") else
+                       f"{g['gate']} {'<' if g['pass_if'] == 'below' else '='} {g['threshold']:g}" for g in gates)
+    return f"**{title}** (pass if {limits})\n\n" + head + rows
