@@ -50,7 +50,31 @@ LIVE_CALL = re.compile(r"\b(VLLMServer|PrometheusServer)\s*\(")
 KERNEL_INFO_TIMEOUT_S = 600
 
 
-class CourseLab(ManagedProcess):
+class ServerAPI:
+    """What a Jupyter server's REST API tells about its kernels, for any lab that has ``api(method, path)``
+    (``CourseLab`` here, a learner's JupyterLab behind the hub in tests/test_room_hub.py)."""
+
+    def kernel_state(self, path: str) -> str | None:
+        """The server's word on the kernel of the notebook at ``path``: 'idle', 'busy', 'starting', ...,
+        or None when no session of that notebook has a kernel."""
+        try:
+            for sess in self.api("GET", "/api/sessions").json():
+                if sess.get("path") == path and sess.get("kernel"):
+                    return sess["kernel"].get("execution_state")
+        except (requests.RequestException, ValueError):
+            return "unknown"
+        return None
+
+    def shutdown_kernels(self) -> None:
+        """Shut every kernel down (they live in their own process groups, not in the lab's)."""
+        try:
+            for k in self.api("GET", "/api/kernels").json():
+                self.api("DELETE", f"/api/kernels/{k['id']}")
+        except requests.RequestException:
+            pass
+
+
+class CourseLab(ServerAPI, ManagedProcess):
     """JupyterLab exactly as ``make lab`` starts it, on a free port with a token."""
 
     ready_timeout_s = 120.0
@@ -130,25 +154,6 @@ class CourseLab(ManagedProcess):
     def url(self, path: str) -> str:
         """The notebook alone in a reset workspace (no tab of an earlier test comes back)."""
         return f"{self.base_url}/lab/tree/{path}?reset&token={self.token}"
-
-    def kernel_state(self, path: str) -> str | None:
-        """The server's word on the kernel of the notebook at ``path``: 'idle', 'busy', 'starting', ...,
-        or None when no session of that notebook has a kernel."""
-        try:
-            for sess in self.api("GET", "/api/sessions").json():
-                if sess.get("path") == path and sess.get("kernel"):
-                    return sess["kernel"].get("execution_state")
-        except (requests.RequestException, ValueError):
-            return "unknown"
-        return None
-
-    def shutdown_kernels(self) -> None:
-        """Shut every kernel down (they live in their own process groups, not in the lab's)."""
-        try:
-            for k in self.api("GET", "/api/kernels").json():
-                self.api("DELETE", f"/api/kernels/{k['id']}")
-        except requests.RequestException:
-            pass
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -36,12 +36,6 @@ ZH = re.compile(r"原(?:文|章节|章)(?:的)?(?:\s*§[\d.]+\s*)?(?:中|里)?(?
 QUOTE = re.compile(r"[\"“「]([^\"“”「」\n]{1,300})[\"”」]")
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 
-# Attributions in notebooks outside this change's scope, each still failing (the test below insists: fix one and
-# it must leave this list). Exact changes for their owners are in the report of branch truth-evidence.
-PENDING = {
-}
-
-
 def _fold(text: str) -> str:
     return original._fold(text)
 
@@ -90,10 +84,6 @@ def course_problems() -> list[tuple]:
     return out
 
 
-def _pending(problem: tuple) -> bool:
-    return any(problem[0] == f and problem[1].startswith(" ".join(start.split())) for f, start in PENDING)
-
-
 def test_the_attributed_lines_are_the_seeds():
     lines = ATTRIBUTED.read_text(encoding="utf-8").splitlines()
     assert len(lines) >= 10 and all(ln.strip() for ln in lines)
@@ -106,13 +96,7 @@ def test_the_attributed_lines_are_the_seeds():
 
 def test_every_attribution_quotes_the_original():
     problems = course_problems()
-    assert len(problems) >= 1 or not PENDING
-    new = [p for p in problems if not _pending(p)]
-    assert new == [], "\n".join(f"{w}: {s[:160]}: {why}" for w, s, why in new)
-    # the list of known ones only shrinks: each entry still names a failing sentence
-    stale = [(f, start) for f, start in sorted(PENDING)
-             if not any(p[0] == f and p[1].startswith(" ".join(start.split())) for p in problems)]
-    assert stale == [], f"fixed or moved, remove from PENDING: {stale}"
+    assert problems == [], "\n".join(f"{w}: {s[:160]}: {why}" for w, s, why in problems)
 
 
 def test_the_scan_finds_the_attributions_it_must_check():

@@ -425,8 +425,23 @@ WRONG = {
                                 "    a.data, b.data = (), ()\n    return a, b"),
         "other_data": ("import plotly.graph_objects as _go\n_mf = make_figures\n"
                        "def make_figures(summaries, slo, best):\n    a, b = _mf(summaries, slo, best)\n"
-                       "    c, d = _mf([dict(s, ttft_p95_ms=1.0, tpot_p95_ms=1.0) for s in summaries], slo, best)\n"
+                       "    c, d = _mf([dict(s, ttft_p95_ms=1.0, tpot_p95_ms=1.0, ttft_max_ms=1.0, tpot_max_ms=1.0)"
+                       " for s in summaries], slo, best)\n"
                        "    return _go.Figure(data=c.data, layout=a.layout), _go.Figure(data=d.data, layout=b.layout)"),
+        # issue 48: the old figure, a P95 line through every level, drawn from 2-8 requests a level
+        "p95_from_few": ("import plotly.graph_objects as _go\n_mf = make_figures\n"
+                         "def make_figures(summaries, slo, best):\n    a, b = _mf(summaries, slo, best)\n"
+                         "    rows = sorted(summaries, key=lambda s: s['concurrency'])\n"
+                         "    for m, col in (('ttft', 1), ('tpot', 2)):\n"
+                         "        a.add_trace(_go.Scatter(x=[s['concurrency'] for s in rows], "
+                         "y=[s[m + '_p95_ms'] for s in rows], name='P95'), row=1, col=col)\n"
+                         "    return a, b"),
+        # issue 48: the old Pareto curve, a P95 TPOT axis whatever the sample
+        "pareto_p95_from_few": ("import plotly.graph_objects as _go\n_mf = make_figures\n"
+                                "def make_figures(summaries, slo, best):\n    a, b = _mf(summaries, slo, best)\n"
+                                "    rows = sorted(summaries, key=lambda s: s['concurrency'])\n"
+                                "    b.data[0].x = [s['tpot_p95_ms'] for s in rows]\n"
+                                "    b.layout.xaxis.title.text = 'tpot_p95_ms'\n    return a, b"),
     },
     "lab5-task1": {
         UNTOUCHED: None,
@@ -570,6 +585,8 @@ MESSAGE = {
     ("lab4-task2", "p95_in_seconds"): "milliseconds",
     ("lab4-task4", "annotations_no_data"): "not the summaries' data",
     ("lab4-task4", "other_data"): "not the summaries' data",
+    ("lab4-task4", "p95_from_few"): "needs 45",
+    ("lab4-task4", "pareto_p95_from_few"): "cannot carry a P95",
     ("lab5-task3", "ignores_n"): "skip the rows with too few `requests`",
     ("lab5-task3", "off_by_one_n"): "off by one in the comparison",
     ("lab5-task3", "fixed_level"): "use the level you are given",

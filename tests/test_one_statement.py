@@ -104,15 +104,11 @@ def test_chapter_03s_pitfall_3_2_reads_chapter_01s_per_kernel_roofline():
 
 # ----------------------------------------------------------------- issue 48: the kinds the review found
 # Each test names its single source, reads every place that restates it, and shows a drifted text rejected.
-# PENDING: statements in notebooks outside branch truth-evidence's scope that still drift; each must still fail
-# (fix one and it has to leave the list). The exact change for each is in that branch's report.
 import re  # noqa: E402
 
 from inferopt.diagnosis import sizing  # noqa: E402
 
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
-PENDING = {
-}
 
 
 def _prose(path) -> str:
@@ -132,15 +128,8 @@ def _drifts(check) -> list[tuple[str, str]]:
     return out
 
 
-def _only_pending(drifts: list, name: str) -> None:
-    new = [d for d in drifts if PENDING.get(d[0], "\0") not in d[1]]
-    assert new == [], f"{name}:\n" + "\n".join(f"{f}: {s}" for f, s in new)
-
-
-def _still_pending(kind_drifts: dict) -> None:
-    for f, words in PENDING.items():
-        assert any(f == d[0] and words in d[1] for ds in kind_drifts.values() for d in ds), \
-            f"{f}: '{words}' no longer drifts: remove it from PENDING"
+def _none(drifts: list, name: str) -> None:
+    assert drifts == [], f"{name}:\n" + "\n".join(f"{f}: {s}" for f, s in drifts)
 
 
 # --- a rule stated beside an output it does not produce: tensor-parallel sizing
@@ -175,7 +164,7 @@ def test_the_tp_rule_in_words_is_what_the_engine_does():
 def test_every_statement_of_the_tp_rule_reads_the_engines_words():
     note = next(t for t in assets.load("techniques.yaml")["techniques"] if t["id"] == "tensor_parallel")["vllm"]["note"]
     assert sizing.TP_RULE in note
-    _only_pending(_drifts(tp_rule_drift), "a TP sizing rule in other words than sizing.TP_RULE")
+    _none(_drifts(tp_rule_drift), "a TP sizing rule in other words than sizing.TP_RULE")
 
 
 # --- answers that describe 06b's canary gates: the source is the rule 06b runs (bench.breach)
@@ -190,7 +179,7 @@ def test_06b_runs_the_breach_rule():
 
 
 def test_answers_describe_06bs_gates_as_06b_runs_them():
-    _only_pending(_drifts(gate_drift), "a sentence describing 06b's gates otherwise than the breach rule")
+    _none(_drifts(gate_drift), "a sentence describing 06b's gates otherwise than the breach rule")
     assert gate_drift("Below that, the course judges on the slowest request; chapter 06b's canary gates do exactly "
                       "that on the handful of requests each step serves.")
     assert not gate_drift("Chapter 06b's canary therefore asks the other question (`bench.breach`): do the step's "
@@ -226,7 +215,3 @@ def test_a_chapter_states_one_kv_capacity_per_plan():
     drifted = ch05.replace("the KV cache holds 3346 requests of 950 tokens",
                            "the KV cache holds 2980 requests of 950 tokens", 1)
     assert drifted != ch05 and kv_capacity_drift(drifted) == {"950": {"3346", "2980"}}
-
-
-def test_pending_statements_still_drift():
-    _still_pending({"tp": _drifts(tp_rule_drift), "gates": _drifts(gate_drift)})

@@ -26,7 +26,7 @@ from inferopt.errors import CourseError
 from inferopt.paths import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "tests"))
-from browser_lab import CHROMIUM, CHROMIUM_ARGS, VIEWPORT, NotebookPage
+from browser_lab import CHROMIUM, CHROMIUM_ARGS, VIEWPORT, NotebookPage, ServerAPI
 from playwright.sync_api import sync_playwright
 
 from inferopt.room.capacity import HubAdmin, learner_server_pid
@@ -40,7 +40,7 @@ OWN = "own-engine.ipynb"
 MEM_GIB = 8.0
 
 
-class LearnerLab:
+class LearnerLab(ServerAPI):
     """One learner's JupyterLab behind the hub, with what tests/browser_lab.NotebookPage asks of a lab."""
 
     edition = "en"
@@ -60,22 +60,6 @@ class LearnerLab:
     def api(self, method: str, path: str, **kw) -> requests.Response:
         return requests.request(method, self.base + path, timeout=15,
                                 headers={"Authorization": f"token {self.token}"}, **kw)
-
-    def kernel_state(self, path: str):
-        try:
-            for sess in self.api("GET", "/api/sessions").json():
-                if sess.get("path") == path and sess.get("kernel"):
-                    return sess["kernel"].get("execution_state")
-        except (requests.RequestException, ValueError):
-            return "unknown"
-        return None
-
-    def shutdown_kernels(self) -> None:
-        try:
-            for k in self.api("GET", "/api/kernels").json():
-                self.api("DELETE", f"/api/kernels/{k['id']}")
-        except requests.RequestException:
-            pass
 
 
 @pytest.fixture(scope="module")

@@ -172,15 +172,25 @@ def sample_size(summary: dict, metric: str) -> int | None:
     return None if n is None or isinstance(n, bool) else int(n)
 
 
-def tail_cell(summary: dict, column: str) -> str | None:
-    """What a table shows in place of a tail percentile column (``*_p90_ms``, ``*_p95_ms``, ``*_p99_ms``) that
-    its sample cannot carry: ``"n<45"`` for a P95 of fewer than 45 values (the fewest whose slowest bounds the
-    P95 at 90 %, :func:`inferopt.slo.tail_samples_needed`); None when the value may be shown."""
+def tail_withheld(summary: dict, column: str) -> tuple[int, int] | None:
+    """``(n, need)`` when ``column`` is a tail percentile (``*_p90_ms``, ``*_p95_ms``, ``*_p99_ms``) that the
+    summary's sample cannot carry: ``n`` values, fewer than the ``need`` whose slowest bounds that percentile at
+    ``TAIL_LEVEL`` (45 for a P95 at 90 %, :func:`inferopt.slo.tail_samples_needed`). None when the value may be
+    shown: not a tail column, enough values, or a row that does not say its sample size (a model's prediction).
+
+    The one rule every table (:func:`tail_cell`) and figure (:mod:`inferopt.bench.plots`) of the course applies."""
     m = re.fullmatch(r"([a-z0-9]+)_p(\d+)_ms", column)
     if not m or int(m.group(2)) not in TAIL_PERCENTILES:
         return None
     n, need = sample_size(summary, m.group(1)), tail_samples_needed(int(m.group(2)))
-    return f"n<{need}" if n is not None and n < need else None
+    return (n, need) if n is not None and n < need else None
+
+
+def tail_cell(summary: dict, column: str) -> str | None:
+    """What a table shows in place of a tail percentile column that its sample cannot carry (:func:`tail_withheld`):
+    ``"n<45"`` for a P95 of fewer than 45 values; None when the value may be shown."""
+    held = tail_withheld(summary, column)
+    return None if held is None else f"n<{held[1]}"
 
 
 def table(summaries, columns=None) -> str:

@@ -149,10 +149,30 @@ def ref_goodput(rows, slo, duration_s):
     return good / duration_s
 
 
+def ref_tail_need(q=95, level=0.9):
+    """The fewest requests whose slowest bounds the true P_q at ``level``: 1 - (q/100)^n >= level."""
+    n = 1
+    while 1 - (q / 100) ** n < level - 1e-12:
+        n += 1
+    return n
+
+
+def ref_summary_ok(s, metric, limit, q=95):
+    """A summary's verdict on one objective: its slowest request below the requests a P_q needs, its bound from
+    there on, its sample P_q when it says neither its sample size nor a bound (a tool's or a model's row)."""
+    n = s.get(f"{metric}_count", s.get("completed"))
+    if n is not None and n < ref_tail_need(q):
+        return s[f"{metric}_max_ms"] <= limit
+    bound = s.get(f"{metric}_p{q}_bound_ms")
+    return (bound if bound is not None else s[f"{metric}_p{q}_ms"]) <= limit
+
+
 def ref_max_concurrency(summaries, slo):
+    """The level ``latency_vs_concurrency`` marks when left alone: the summaries' own verdicts, level by level."""
     best = None
     for s in sorted(summaries, key=lambda s: s["concurrency"]):
-        if s["ttft_p95_ms"] <= slo.ttft_ms and s["tpot_p95_ms"] <= slo.tpot_ms:
+        if ref_summary_ok(s, "ttft", slo.ttft_ms, slo.percentile) and ref_summary_ok(s, "tpot", slo.tpot_ms,
+                                                                                       slo.percentile):
             best = s["concurrency"]
         else:
             break

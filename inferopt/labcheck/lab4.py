@@ -189,14 +189,27 @@ def percentile_of(values, q):
     return float(np.percentile(values, q))
 
 
-def random_summaries(r, slo):
+def random_summaries(r, slo, few: bool | None = None):
+    """2-6 levels of made-up summaries. Each sweep's sample sizes are a few requests per level (as the lab's sweep
+    has), enough for a P95 at every level, a mix, or unsaid (a tool's or a model's rows); ``few=True``: a few."""
+    from inferopt.labcheck._references import ref_tail_need
+
+    need = ref_tail_need(slo.percentile)
+    kind = "few" if few else r.choice(["few", "enough", "mixed", "unsaid"])
     levels = sorted(r.sample([1, 2, 4, 8, 16, 32, 64], r.randint(2, 6)))
     out = []
     for c in levels:
         s = {"concurrency": c}
+        n = {"few": r.randint(2, 8), "enough": r.randint(need, 3 * need), "unsaid": None,
+             "mixed": r.choice([r.randint(2, need - 1), r.randint(need, 3 * need)])}[kind]
+        if n is not None:
+            s.update({"completed": n, "ttft_count": n, "tpot_count": n})
         for m, limit in (("ttft", slo.ttft_ms), ("tpot", slo.tpot_ms)):
             p95 = limit * r.uniform(0.3, 1.6)
-            s.update({f"{m}_p50_ms": 0.7 * p95, f"{m}_p95_ms": p95, f"{m}_p99_ms": 1.2 * p95})
+            s.update({f"{m}_p50_ms": 0.7 * p95, f"{m}_p95_ms": p95, f"{m}_p99_ms": 1.2 * p95,
+                      f"{m}_max_ms": p95 * r.uniform(1.25, 1.6)})
+            if n is not None and n >= need:
+                s[f"{m}_p95_bound_ms"] = p95 * r.uniform(1.0, 1.2)
         s["output_throughput_tok_s"] = 9.0 * c
         s["failed"] = 0
         out.append(s)
@@ -294,7 +307,7 @@ def task4(ns: dict, n_cases: int = 5, seed=None) -> None:
     r = rng(seed)
     for i in range(n_cases):
         slo = SLO(ttft_ms=r.choice([300, 800, 2000]), tpot_ms=r.choice([55, 120, 300]))
-        rows = random_summaries(r, slo)
+        rows = random_summaries(r, slo, few=i == 0)   # every run: a few requests per level, as the lab's sweep has
         # task 3's answer, as the figure is given it; the first case of every run differs from the summaries' P95s'
         by_p95 = _ref.ref_max_concurrency(rows, slo)
         best = r.choice([c for c in [None] + [s["concurrency"] for s in rows] if i or c != by_p95])
@@ -311,19 +324,78 @@ def task4(ns: dict, n_cases: int = 5, seed=None) -> None:
         if marks != ([f"max concurrency meeting SLOs: {best}"] if best is not None else []):
             raise CheckFailed(f"{task}: the latency figure should mark the level it is given (`best`, task 3's answer), "
                               "not the one the summaries' P95s would give, and none when `best` is None")
-        if not _plots(fa, rows, "concurrency", "ttft_p95_ms") or not _plots(fa, rows, "concurrency", "tpot_p95_ms"):
+        for m in ("ttft", "tpot"):
+            few = _tail_from_few(fa, rows, m, slo.percentile)
+            if few is not None:
+                c, n, need = few
+                raise CheckFailed(f"{task}: the latency figure draws a {m.upper()} P{slo.percentile} from {n} requests "
+                                  f"at concurrency {c}, and a P{slo.percentile} needs {need}: with so few it is the "
+                                  "slowest few, not a tail; draw the slowest request there "
+                                  "(plots.latency_vs_concurrency does)")
+        if not _shows_tail(fa, rows, "ttft", slo.percentile) or not _shows_tail(fa, rows, "tpot", slo.percentile):
             raise CheckFailed(f"{task}: the latency figure has its lines and labels but not the summaries' data: it "
-                              "should plot each level's P95 TTFT and P95 TPOT against its concurrency (the summaries "
+                              "should plot each level's P95 TTFT and P95 TPOT against its concurrency where the "
+                              "level's requests carry a P95, the slowest request where they do not (the summaries "
                               "it was given, not others)")
-        if not _plots(fb, rows, "tpot_p95_ms", "output_throughput_tok_s"):
+        xcol = "tpot_max_ms" if any(_withheld(s, "tpot", slo.percentile) for s in rows) else "tpot_p95_ms"
+        if not _plots(fb, rows, xcol, "output_throughput_tok_s"):
             raise CheckFailed(f"{task}: the Pareto figure has no curve of the summaries it was given: output "
-                              "throughput against P95 TPOT, one point per level")
+                              "throughput against P95 TPOT (the slowest request where a level's requests cannot "
+                              "carry a P95), one point per level")
         xtitle = getattr(getattr(getattr(fb, "layout", None), "xaxis", None), "title", None)
-        if getattr(xtitle, "text", None) != "tpot_p95_ms":
+        if not str(getattr(xtitle, "text", None) or "").startswith(xcol):
             raise CheckFailed(f"{task}: the Pareto figure should put P95 TPOT on the x axis (latency='tpot_p95_ms')")
         if not any(f"{slo.tpot_ms:g}" in (a.text or "") for a in fb.layout.annotations):
             raise CheckFailed(f"{task}: the Pareto figure has no line at the TPOT SLO it was given (slo_ms=...)")
     passed(f"Task 4 passes: both figures follow the SLO they are given ({n_cases} SLOs made up just now)")
+
+
+def _withheld(s, metric, q) -> tuple[int, int] | None:
+    """(n, need) when the summary's sample cannot carry its P_q: fewer requests than its slowest needs to bound it."""
+    from inferopt.labcheck._references import ref_tail_need
+
+    n, need = s.get(f"{metric}_count", s.get("completed")), ref_tail_need(q)
+    return (n, need) if n is not None and n < need else None
+
+
+def _points(fig):
+    """(x, y) of every point the figure's traces draw (gaps left out)."""
+    for tr in getattr(fig, "data", ()) or ():
+        for a, b in zip(list(getattr(tr, "x", None) or ()), list(getattr(tr, "y", None) or ()), strict=False):
+            if is_real(a) and is_real(b):
+                yield a, b
+
+
+def _tail_from_few(fig, rows, metric, q):
+    """(concurrency, n, need) of a level whose P_q the figure draws although its requests cannot carry one."""
+    for s in rows:
+        held = _withheld(s, metric, q)
+        v = s[f"{metric}_p{q}_ms"]
+        if held and any(a == s["concurrency"] and abs(b - v) <= 1e-3 + 1e-6 * abs(v) for a, b in _points(fig)):
+            return s["concurrency"], *held
+    return None
+
+
+def _same(got, want) -> bool:
+    return len(got) == len(want) and all(
+        (b is None and a is None) or (b is not None and is_real(a) and abs(a - b) <= 1e-3 + 1e-6 * abs(b))
+        for a, b in zip(got, want, strict=True))
+
+
+def _shows_tail(fig, rows, metric, q) -> bool:
+    """Does the figure draw, against concurrency, each level's P_q where its sample carries one (a gap elsewhere),
+    and each level's slowest request where some level's does not?"""
+    rows = sorted(rows, key=lambda s: s["concurrency"])
+    held = [_withheld(s, metric, q) for s in rows]
+    wants = []
+    if not all(held):
+        wants.append([None if h else s[f"{metric}_p{q}_ms"] for s, h in zip(rows, held, strict=True)])
+    if any(held):
+        wants.append([s[f"{metric}_max_ms"] for s in rows])
+    x = [s["concurrency"] for s in rows]
+    traces = [(list(getattr(tr, "x", None) or ()), list(getattr(tr, "y", None) or ()))
+              for tr in getattr(fig, "data", ()) or ()]
+    return all(any(_same(tx, x) and _same(ty, want) for tx, ty in traces) for want in wants)
 
 
 def _plots(fig, rows, xkey, ykey) -> bool:
