@@ -89,6 +89,16 @@ def translate_line(line: str) -> str:
         cut = _cut(body)
         if cut is not None:
             return indent + cut + trail
+    if len(_ALIGN.split(body)) > 1:                                                # columns aligned by spaces
+        parts = re.split(r"((?<=\S) {2,}(?=\S))", body)                           # text, spaces, text, ...
+        out = []
+        for i, part in enumerate(parts):
+            if i % 2:
+                out.append(part)
+                continue
+            done = _cell(part)                          # padded to the column's width, so the columns stay aligned
+            out.append(done + " " * max(0, i18n.columns(part) - i18n.columns(done)) if i + 1 < len(parts) else done)
+        return indent + "".join(out) + trail
     return indent + prose(body) + trail
 
 
