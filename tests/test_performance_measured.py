@@ -130,3 +130,12 @@ def test_a_closed_loops_successor_waits_for_the_step_in_flight(errs):
     s = M.summary(errs)
     assert s["fitted"]["ttft_median"] < 0.12 and s["held_out_steady:Llama-3.1-70B"]["ttft_median"] < 0.12
     assert s["held_out_steady:Llama-3.1-70B"]["tpot_median"] < HELD_OUT_STEADY_70B_TPOT_MEDIAN     # TPOT unmoved
+
+
+def test_the_kv_full_error_is_the_capacity_not_the_queue(errs):
+    """The KV-full rows' TTFT is 6x over at the BF16 cache's capacity; at twice the capacity (an FP8 KV cache,
+    which the sample does not record) the same queue and preemption give a median 12 % error, so the queue
+    mechanism is not what is wrong; the capacity the runs had is what the model does not know (left open)."""
+    kv = [e for e in errs if e.regime == "kv_full"]
+    twice = M.summary(M.errors(rows=[e.run for e in kv], kv_dtype="fp8"))["all"]
+    assert M.summary(kv)["all"]["ttft_median"] > 4 and twice["ttft_median"] < 0.2

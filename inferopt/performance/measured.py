@@ -18,7 +18,12 @@ needs more than the GPU's datasheet roofs allow at 100 % with no overhead (:func
 less work than stated (prefix-cache reuse of a finite prompt pool, an FP8 KV cache, fewer requests in flight:
 the sample does not say), so no step-time model can reproduce it, and a per-step cost would only add time;
 and ``kv_full``, a run where the model's KV cache fills (preemption, requests waiting for blocks): the
-closed loop's queue then sets TTFT and the model's recompute preemption over-predicts it several-fold.
+closed loop's queue then sets TTFT and the model over-predicts it several-fold. What sets that error is the KV
+capacity, not the queue: with twice the capacity (an FP8 KV cache, ``kv_dtype="fp8"``; the sample records no KV
+dtype) the same queue and preemption give the KV-full rows' TTFT within a median 12 % (6x at the BF16 cache's
+capacity), while other rows' TPOT then moves away (the KV reads halve: TP 1, 1,024/8,192 at 32 in flight, 29.1 ms
+against 37.8 measured, 36.5 with BF16): the runs held more tokens than a BF16
+cache of the model's size leaves room for, and the model cannot say how (tests/test_performance_measured.py).
 :func:`summary` reports every part over all rows and over the ``steady`` rows alone.
 
 The compute efficiency stays the profile's stated 0.6: these rows cannot tell it from 0.5 (held-out TTFT median
@@ -130,24 +135,25 @@ def runs() -> list:
 
 
 def predict_run(run: Run, profile: P.Profile | None = None, *, prompts_per_concurrency: int | None = None,
-                spread: bool = True, successor_wait: bool = True) -> PR.Prediction:
+                spread: bool = True, successor_wait: bool = True, kv_dtype: str = "auto") -> PR.Prediction:
     """The model's prediction for one measured run (vLLM's defaults for everything the row does not give)."""
     k = prompts_per_concurrency or PR.PROMPTS_PER_CONCURRENCY
-    return PR.predict(MODELS[run.model], GPUS[run.gpu], tp=run.tp, weights=run.weights,
+    return PR.predict(MODELS[run.model], GPUS[run.gpu], tp=run.tp, weights=run.weights, kv_dtype=kv_dtype,
                       input_tokens=run.input_tokens, output_tokens=run.output_tokens, concurrency=run.concurrency,
                       num_requests=k * run.concurrency if spread else None, profile=profile, spread=spread,
                       successor_wait=successor_wait)
 
 
 def errors(profile: P.Profile | None = None, *, rows: list | None = None, only_fit: bool = False,
-           prompts_per_concurrency: int | None = None, spread: bool = True, successor_wait: bool = True) -> list:
+           prompts_per_concurrency: int | None = None, spread: bool = True, successor_wait: bool = True,
+           kv_dtype: str = "auto") -> list:
     """One :class:`RowError` per run (``only_fit``: the fit rows only)."""
     out = []
     for run in rows or runs():
         if only_fit and not is_fit(run):
             continue
         p = predict_run(run, profile, prompts_per_concurrency=prompts_per_concurrency, spread=spread,
-                        successor_wait=successor_wait)
+                        successor_wait=successor_wait, kv_dtype=kv_dtype)
         out.append(RowError(run, is_fit(run), p.ttft_ms, p.tpot_ms, p.binding_limit, work_floor(run)))
     return out
 
