@@ -139,3 +139,22 @@ def test_the_kv_full_error_is_the_capacity_not_the_queue(errs):
     kv = [e for e in errs if e.regime == "kv_full"]
     twice = M.summary(M.errors(rows=[e.run for e in kv], kv_dtype="fp8"))["all"]
     assert M.summary(kv)["all"]["ttft_median"] > 4 and twice["ttft_median"] < 0.2
+
+
+def test_the_8b_rows_provenance_is_stated_and_they_are_never_fitted():
+    """The 8B rows come from another file of the sample than the 70B sweep; the md says so and describes each group
+    as the CSV holds it (it once said TP 1 and 100 output tokens for the 8B rows: rejected below)."""
+    rows = M.runs()
+    by = {m: [r for r in rows if r.model == m] for m in M.MODELS}
+    b8 = by["nvidia/Llama-3.1-8B-Instruct-FP8"]
+    assert {r.source for r in b8} == {"AIConfigurator silicon sample, file nvidia_Llama-3.1-8B-Instruct-FP8.csv"}
+    assert {r.vllm_version for r in b8} == {"0.12.0"}
+    assert all("2026-04-06.csv" in r.source for r in by["meta-llama/Llama-3.1-70B"])
+    assert not any(M.is_fit(r) for r in b8) and "over_roof" in M.NOT_FIT["nvidia/Llama-3.1-8B-Instruct-FP8"]
+    md = " ".join(assets.path("performance/measured_runs_h200.md").read_text().split())
+    assert "nvidia_Llama-3.1-8B-Instruct-FP8.csv" in md and "2026-04-06.csv" in md
+    described = "21 runs of Llama-3.1-8B-Instruct-FP8 (tensor parallel 1, 2, 4, 8; prompts 1,000, 2,000, 4,000 and 8,000"
+    assert described in md and "TP 1; prompts 1,000-8,000 tokens, 100 out" not in md
+    assert sorted({r.tp for r in b8}) == [1, 2, 4, 8] and sorted({r.input_tokens for r in b8}) == [1000, 2000, 4000, 8000]
+    assert sorted({r.output_tokens for r in b8}) == [100, 500, 1000, 2000]
+    assert (min(r.concurrency for r in b8), max(r.concurrency for r in b8)) == (16, 128)
