@@ -160,3 +160,38 @@ def test_qwen3_moe_counts():
     p = ms.spec_from_config(cfg, name="qwen3-30b-a3b").params()
     assert abs(p.total / 30.5e9 - 1) < 0.01 and abs(p.active / 3.3e9 - 1) < 0.02
     assert m.kv_bytes_per_token(ms.spec_from_config(cfg), 2)[0] == 2 * 48 * 4 * 128 * 2
+
+
+GEMMA2_9B, GEMMA3_1B = "tests/data/kv_configs/gemma-2-9b.json", "tests/data/kv_configs/gemma-3-1b-it.json"
+
+
+def test_gemma_weights_are_sized_from_config():
+    """Gemma 2 / 3 were refused (their KV was sized, their weights not). Now from config.json: tied embeddings
+    (the config classes' default), four RMSNorms per layer and, in Gemma 3, q_norm/k_norm. Against the published
+    counts: Gemma 2 report (arXiv:2408.00118, Table 2), 9B: 917,504,000 embedding and 8,324,201,984 non-embedding
+    parameters; Gemma 3 report (arXiv:2503.19786, Table 1), 1B: 302M embedding, 698M non-embedding."""
+    g2 = ms.load_spec(GEMMA2_9B).params()
+    assert (g2.embedding, g2.total - g2.embedding, g2.lm_head) == (917_504_000, 8_324_201_984, 0)
+    g3 = ms.load_spec(GEMMA3_1B).params()
+    assert (round(g3.embedding / 1e6), round((g3.total - g3.embedding) / 1e6), g3.lm_head) == (302, 698, 0)
+    # the weights the memory calculator counts: every parameter once, in the checkpoint's 16 bits for BF16
+    assert m.weight_bytes(ms.load_spec(GEMMA2_9B), "bf16")["total"] == 2 * g2.total
+    # the old answers are rejected: Llama's layout (two norms per layer, an untied lm_head) is 917.8M off
+    cfg = json.loads(open(GEMMA2_9B, encoding="utf-8").read())
+    as_llama = ms.spec_from_config({**cfg, "model_type": "llama", "tie_word_embeddings": False}).params()
+    assert as_llama.total - g2.total == 917_504_000 - 42 * 2 * 3584
+
+
+def test_gemma_defaults_are_the_config_classes():
+    """What a Gemma config.json leaves out (tied embeddings, which layers slide) is what transformers' config
+    classes derive, asked here rather than retyped."""
+    from transformers import Gemma2Config, Gemma3TextConfig
+
+    for path, cls in ((GEMMA2_9B, Gemma2Config), (GEMMA3_1B, Gemma3TextConfig)):
+        cfg = {k: v for k, v in json.loads(open(path, encoding="utf-8").read()).items() if not k.startswith("_")}
+        hf = cls(**cfg)
+        s = ms.load_spec(path)
+        assert s.tie_word_embeddings == hf.tie_word_embeddings is True
+        assert ms._gemma_layer_types(cfg) == list(hf.layer_types)
+        assert s.sliding_window_layers == sum(t == "sliding_attention" for t in hf.layer_types)
+    assert ms.load_spec(GEMMA2_9B).sliding_window_layers == 21 and ms.load_spec(GEMMA3_1B).sliding_window_layers == 22

@@ -8,7 +8,8 @@ from inferopt.paths import ASSETS
 from inferopt.planning import model_specs as ms
 
 SHIPPED = ["llama-3-70b", "llama-3.1-8b", "qwen2.5-7b-instruct", "mixtral-8x7b", "smollm2-135m-instruct",
-           "deepseek-v2-lite", "qwen1.5-moe-a2.7b", "llama-3.1-405b-instruct-fp8", "llama-3.1-8b-instruct-awq-int4"]
+           "deepseek-v2-lite", "qwen1.5-moe-a2.7b", "llama-3.1-405b-instruct-fp8", "llama-3.1-8b-instruct-awq-int4",
+           "llama-3.1-8b-instruct-w8a8-int8"]
 
 
 def test_shipped_models_listed_and_files_exist():

@@ -105,3 +105,56 @@ def test_the_steady_held_out_rows_meet_blis_published_figures(errs):
     not: most of them did less work than stated (over_roof), see measured_runs_h200.md."""
     s = M.summary(errs)["held_out_steady:Llama-3.1-70B"]
     assert s["tpot_median"] < 0.07 and s["ttft_mean"] < 0.18
+
+
+def _low_concurrency_70b(errs):
+    """The steady 70B rows at 4-16 requests in flight with 1,024-token prompts: TTFT is mostly one prefill step."""
+    return [e for e in errs if "70B" in e.run.model and e.regime == "steady" and e.run.concurrency <= 16
+            and e.run.input_tokens == 1024]
+
+
+def test_a_closed_loops_successor_waits_for_the_step_in_flight(errs):
+    """vLLM's engine core takes new requests only between steps (vllm/v1/engine/core.py:
+    EngineCoreProc.run_busy_loop); a closed loop's successor reaches it a pass through the API server after its
+    predecessor's last step, during the others' next step, and waits for it. The model before admitted it at the
+    step boundary: the low-concurrency rows' TTFT was low by a step (median error 21 %, TP >= 2 25 %; fitted rows'
+    TTFT median 15.5 %, held-out steady 70B 13.8 %); now 12.9 %, 17.9 %, 10.5 %, 9.7 %."""
+    rows = [e.run for e in _low_concurrency_70b(errs)]
+    assert len(rows) == 24
+    old = M.errors(rows=rows, successor_wait=False)
+    new = [e for e in errs if e.run in rows]
+    med = lambda es: statistics.median(e.ttft_err for e in es)      # noqa: E731
+    assert med(new) < 0.15 < 0.19 < med(old)
+    assert statistics.median(e.ttft_ms / e.run.ttft_ms for e in old) < statistics.median(
+        e.ttft_ms / e.run.ttft_ms for e in new) < 1          # the wait moves TTFT up, and it is still not over
+    s = M.summary(errs)
+    assert s["fitted"]["ttft_median"] < 0.12 and s["held_out_steady:Llama-3.1-70B"]["ttft_median"] < 0.12
+    assert s["held_out_steady:Llama-3.1-70B"]["tpot_median"] < HELD_OUT_STEADY_70B_TPOT_MEDIAN     # TPOT unmoved
+
+
+def test_the_kv_full_error_is_the_capacity_not_the_queue(errs):
+    """The KV-full rows' TTFT is 6x over at the BF16 cache's capacity; at twice the capacity (an FP8 KV cache,
+    which the sample does not record) the same queue and preemption give a median 12 % error, so the queue
+    mechanism is not what is wrong; the capacity the runs had is what the model does not know (left open)."""
+    kv = [e for e in errs if e.regime == "kv_full"]
+    twice = M.summary(M.errors(rows=[e.run for e in kv], kv_dtype="fp8"))["all"]
+    assert M.summary(kv)["all"]["ttft_median"] > 4 and twice["ttft_median"] < 0.2
+
+
+def test_the_8b_rows_provenance_is_stated_and_they_are_never_fitted():
+    """The 8B rows come from another file of the sample than the 70B sweep; the md says so and describes each group
+    as the CSV holds it (it once said TP 1 and 100 output tokens for the 8B rows: rejected below)."""
+    rows = M.runs()
+    by = {m: [r for r in rows if r.model == m] for m in M.MODELS}
+    b8 = by["nvidia/Llama-3.1-8B-Instruct-FP8"]
+    assert {r.source for r in b8} == {"AIConfigurator silicon sample, file nvidia_Llama-3.1-8B-Instruct-FP8.csv"}
+    assert {r.vllm_version for r in b8} == {"0.12.0"}
+    assert all("2026-04-06.csv" in r.source for r in by["meta-llama/Llama-3.1-70B"])
+    assert not any(M.is_fit(r) for r in b8) and "over_roof" in M.NOT_FIT["nvidia/Llama-3.1-8B-Instruct-FP8"]
+    md = " ".join(assets.path("performance/measured_runs_h200.md").read_text().split())
+    assert "nvidia_Llama-3.1-8B-Instruct-FP8.csv" in md and "2026-04-06.csv" in md
+    described = "21 runs of Llama-3.1-8B-Instruct-FP8 (tensor parallel 1, 2, 4, 8; prompts 1,000, 2,000, 4,000 and 8,000"
+    assert described in md and "TP 1; prompts 1,000-8,000 tokens, 100 out" not in md
+    assert sorted({r.tp for r in b8}) == [1, 2, 4, 8] and sorted({r.input_tokens for r in b8}) == [1000, 2000, 4000, 8000]
+    assert sorted({r.output_tokens for r in b8}) == [100, 500, 1000, 2000]
+    assert (min(r.concurrency for r in b8), max(r.concurrency for r in b8)) == (16, 128)

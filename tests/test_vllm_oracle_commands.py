@@ -185,9 +185,6 @@ def test_every_quantization_method_takes_the_dtype_the_course_states():
 # Commands vLLM refuses (or the oracle cannot decide) today, each with vLLM's reason and who fixes it. A listed
 # command that vLLM accepts fails below, so the list cannot go stale.
 KNOWN = {
-    "technique w8a8_smoothquant (enable)": ("CompressedTensorsConfig.__init__() missing", "assets/techniques.yaml owner: "
-                                            "--quantization compressed-tensors needs a W8A8 checkpoint (vLLM reads "
-                                            "its config.json; the flag alone on a BF16 checkpoint is refused)"),
     "technique pd_disaggregation (enable)": ("num_stages", "oracle limitation: the KV-connector config reaches a "
                                              "stubbed CUDA extension on this CPU build (target_platform.NOT_RUN)"),
 }
@@ -211,6 +208,7 @@ def test_the_old_recommendations_are_refused():
                                                                   "disable_by_batch_size": 8})], "H100"),
            ([*BASE.split(), "--kv-cache-dtype", "fp8"], "T4"),
            ([*BASE.split(), "--quantization", "awq_marlin"], "H100"),
+           ([*BASE.split(), "--quantization", "compressed-tensors"], "H100"),     # W8A8 as a flag (techniques.yaml)
            ([*BASE.split(), "--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": 4,
                                                                   "num_speculative_tokens_per_batch_size": [[2, 8, 4]]})],
             "H100")]
@@ -219,4 +217,5 @@ def test_the_old_recommendations_are_refused():
     assert got[1]["ok"] is True   # FP8 KV on a T4 passes the config stage: the refusal is in the attention
     # backend's constructor, which the generated hardware table holds (tests/test_hardware_table.py)
     assert "Cannot find the config file for awq_marlin" in got[2]["refusal"]
-    assert "first batch-size range must start at 1" in got[3]["refusal"]
+    assert "CompressedTensorsConfig.__init__() missing" in got[3]["refusal"]
+    assert "first batch-size range must start at 1" in got[4]["refusal"]

@@ -237,3 +237,24 @@ def test_the_decision_widget_asks_vllm_about_the_commands_it_emits():
     for cid, v in checked["changes"].items():
         assert v["ok"] is True, (cid, v)
     assert any(v.get("checkpoint") for v in checked["changes"].values()), checked["changes"]
+
+
+def test_int8_w8a8_is_a_checkpoint_the_change_names_and_vllm_accepts():
+    """W8A8 (INT8) needs a quantized checkpoint, as INT4 does: the change names the catalog's INT8 W8A8 checkpoint of
+    Llama-3.1-8B (RedHatAI/...-quantized.w8a8, cited in assets/models/index.yaml) and is checked on it. The old
+    answer, --quantization compressed-tensors on the BF16 checkpoint (techniques.yaml's flag), is refused."""
+    from inferopt.diagnosis import knowledge
+
+    w8a8 = "RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w8a8"
+    ck = runtime.checkpoint_change("llama-3.1-8b", "int8")
+    assert ck["checkpoint"] == w8a8 and runtime.checkpoint_format(w8a8) == "int8"
+    assert runtime.checkpoint_text(ck).startswith(f"serve {w8a8}, an INT8 W8A8 checkpoint")
+    tech = next(t for t in knowledge.techniques() if t.id == "w8a8_smoothquant")
+    assert tech.checkpoint == "int8" and not tech.enable_flags
+    dep = {"model": "llama-3.1-8b", "gpu": "H100", "max_model_len": 8192}
+    got = runtime.check_changes(dep, [{"id": "w8a8", "flags_add": [], "checkpoint": ck},
+                                      {"id": "old", "flags_add": ["--quantization", "compressed-tensors"]}])
+    assert got["changes"]["w8a8"]["ok"] is True, got["changes"]["w8a8"]
+    assert got["changes"]["w8a8"]["command"] == ["vllm", "serve", w8a8, "--max-model-len", "8192"]
+    assert got["changes"]["w8a8"]["resolved"].get("quantization") == "compressed-tensors"
+    assert got["changes"]["old"]["ok"] is False and "INT8 W8A8" in got["changes"]["old"]["needs_checkpoint"]

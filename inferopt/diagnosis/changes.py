@@ -70,7 +70,8 @@ def with_model(changes: list, candidates: list) -> list:
         if c["id"] in ids or (add and tuple(add) in have):
             continue
         out.append({"id": c["id"], "kind": "model", "rank": 9, "flags_add": add, "flags_remove": remove,
-                    "cost_kind": c["cost_kind"], "name": c["name"], "predicted": c["predicted"]})
+                    "cost_kind": c["cost_kind"], "name": c["name"], "predicted": c["predicted"],
+                    **({"checkpoint": c["checkpoint"]} if c.get("checkpoint") else {})})
     # within a cost kind the model's changes come first: each was checked against this measurement (the model
     # explains it) and carries its predicted effect, where a rule of the tree carries none
     return sorted(out, key=lambda c: (*cost.sort_key(c["cost_kind"], 0, c["id"], c.get("weak", False))[:2],
@@ -91,6 +92,10 @@ def model_step(first: dict, base: dict, branch: str | None = None, branch_title:
     branch and the binding limit it relieves, and how far the model lies from what was measured."""
     p = first["predicted"]
     change = " ".join(first["flags_add"]) or "remove " + " ".join(first["flags_remove"])
+    if first.get("checkpoint"):           # another checkpoint, not a flag (INT4 AWQ/GPTQ, INT8 W8A8)
+        from inferopt.vllm_oracle.runtime import checkpoint_text
+
+        change = checkpoint_text(first["checkpoint"])
     where = (f"Decision tree branch {branch} ({branch_title}); " if branch else "") + (
         f"binding limit: {base['binding_limit']} ({base['why']}); the model reproduces the measurement "
         f"({fit_text(checks or [])}). ")

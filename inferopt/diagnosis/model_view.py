@@ -160,8 +160,14 @@ def _candidates(dep, w, mem, base, gid, spec) -> list:
         if g.get("fp8_dense_tflops"):
             add("fp8_w8a8", "FP8 W8A8 weights (FP8 tensor cores)", "accuracy", ["--quantization", "fp8"], weights="fp8")
         elif g.get("int8_dense_tops") and limit == "compute":
-            add("int8_w8a8", "INT8 W8A8 checkpoint (SmoothQuant/llm-compressor; INT8 tensor cores)", "accuracy",
+            # another checkpoint, not a flag: the catalog's INT8 W8A8 checkpoint of this model where it ships one
+            from inferopt.vllm_oracle.runtime import checkpoint_change, checkpoint_text
+
+            ck = checkpoint_change(dep.model, "int8")
+            add("int8_w8a8", f"INT8 W8A8 weights (INT8 tensor cores; {checkpoint_text(ck)})", "accuracy",
                 [], weights="int8")
+            if out and out[-1]["id"] == "int8_w8a8":
+                out[-1]["checkpoint"] = ck
     add("add_replica", "a second replica (twice the GPUs)", "hardware", [], replicas=2)
     return out
 

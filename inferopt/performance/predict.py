@@ -155,12 +155,15 @@ PROMPTS_PER_CONCURRENCY = 10     # a closed-loop run's prompts per request in fl
 # (assets/performance/measured_runs_h200.csv) fit 10 (inferopt.performance.measured fits it on its fit rows)
 
 
-def _closed_run(engine: Engine, cfg: SchedulerConfig, wl: Workload) -> SimResult:
+def _closed_run(engine: Engine, cfg: SchedulerConfig, wl: Workload, successor_wait: bool = True) -> SimResult:
     """A closed-loop run of ``wl.num_requests`` prompts at ``wl.concurrency``: the first C sent at once, the rest
     in the spread steady state. Rates, queue, KV and step shares are the steady state's; TTFT / TPOT / E2E lists
     hold the burst's C requests and N - C drawn in turn from the steady state's."""
     C, N = wl.concurrency, wl.num_requests
-    steady = simulate(engine, cfg, replace(wl, num_requests=max(3 * C, 40), warm_start=True))
+    # the steady state's successors reach the engine one pass through the API server after their predecessor's
+    # last step (the profile's per-request front-end time), during the next step: they wait for it (simulate)
+    gap = engine.profile.frontend_per_request_ms * 1e-3 if successor_wait else 0.0
+    steady = simulate(engine, cfg, replace(wl, num_requests=max(3 * C, 40), warm_start=True, successor_gap_s=gap))
     burst = simulate(engine, cfg, replace(wl, num_requests=C))
 
     def mix(first: list, rest: list) -> list:
@@ -181,7 +184,7 @@ def predict(model, gpu: str, *, input_tokens: int, output_tokens: int, concurren
             kv_cache_memory_bytes: int | None = None, api_server_count: int = 1, num_requests: int | None = None,
             profile: P.Profile | None = None, roof: R.Roof | None = None, seed: int = 0,
             lengths: list | None = None, num_scheduler_steps: int = 1, arrivals: list | None = None,
-            spread: bool | None = None) -> Prediction:
+            spread: bool | None = None, successor_wait: bool = True) -> Prediction:
     """The model's prediction for one operating point (see the module docstring).
 
     ``arrivals``: explicit arrival times in seconds (one per request, in order, with ``lengths``) instead of
@@ -195,7 +198,10 @@ def predict(model, gpu: str, *, input_tokens: int, output_tokens: int, concurren
     alone, deterministic requests of equal length). ``spread=None``: the profile's ``closed_loop_spread``,
     measured per kind: on the H200 runs at load (10 prompts per request in flight) lockstep over-predicts TTFT
     1.5-3x (tests/test_performance_measured.py); the course's CPU runs (1-5 prompts per request in flight, a
-    cycle or two) fit lockstep better (TTFT median error 17 % against 21 % spread)."""
+    cycle or two) fit lockstep better (TTFT median error 17 % against 21 % spread). In the spread steady state a
+    successor reaches the engine one pass through the API server after its predecessor's last step and waits
+    for the step in flight (:mod:`~inferopt.performance.scheduler`); ``successor_wait=False``: the model before,
+    which admitted it at that step's end (TTFT low by about a step: tests/test_performance_measured.py)."""
     spec = load_spec(model)
     on_cpu = str(gpu).lower() == "cpu"
     tp = _num("tp", tp, whole=True, lo=1)
@@ -256,7 +262,7 @@ def predict(model, gpu: str, *, input_tokens: int, output_tokens: int, concurren
     wl = Workload(int(input_tokens), int(output_tokens), per_conc, per_rate, int(n), seed,
                   [tuple(x) for x in lengths] if lengths else None, list(arrivals) if arrivals is not None else None)
     if per_conc is not None and spread and not lengths and n > per_conc:
-        res = _closed_run(engine, cfg, wl)
+        res = _closed_run(engine, cfg, wl, successor_wait)
     else:
         res = simulate(engine, cfg, wl)
     T = res.duration_s or 1.0

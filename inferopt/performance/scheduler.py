@@ -17,7 +17,12 @@ Closed loop: ``concurrency`` requests stay outstanding (a new one arrives when o
 in its lockstep), or with ``warm_start`` from the spread steady state (C uncounted requests whose outputs
 are staggered 1/C of a request apart, so one finishes every output_tokens / C steps; uncounted fillers keep
 the load at C until the last counted request finishes, and every figure counts from the first counted
-arrival). Open loop: Poisson arrivals at ``request_rate`` from a fixed
+arrival). A closed loop's successor reaches the engine ``successor_gap_s`` after the step that finished its
+predecessor (the last token out through the API server, the client's next request, its tokenization): by then
+the engine runs its next step for the others, and vLLM's engine core takes new requests from its input queue only
+between steps (vllm/v1/engine/core.py: EngineCoreProc.run_busy_loop, _process_input_queue then
+_process_engine_step), so the request waits for that step in flight before its prefill; a request is admitted
+only once it has arrived. Open loop: Poisson arrivals at ``request_rate`` from a fixed
 seed, or at explicit ``arrivals`` (request i at ``arrivals[i]``, with ``lengths[i]``: a scripted scene such
 as decode streams joined by a long prompt). Decoding requests are kept as aggregates (count, summed context, a heap of finish steps), so a
 step costs O(1) plus the requests that change state in it.
@@ -59,6 +64,8 @@ class Workload:
     lengths: list | None = None        # per-request (prompt, output) tokens, cycled; overrides the two means
     arrivals: list | None = None       # explicit arrival times (s), one per request: open loop, no rate
     warm_start: bool = False           # closed loop: start from the spread steady state, not one burst (see simulate)
+    successor_gap_s: float = 0.0       # closed loop: a finished request's successor reaches the engine this long
+    # after the step that finished it (see simulate: it then waits for the step in flight)
 
 
 @dataclass
@@ -120,6 +127,9 @@ def _check(cfg: SchedulerConfig, wl: Workload) -> None:
             raise CourseError(f"arrivals: give {wl.num_requests} finite times >= 0 (seconds), one per request")
         if list(wl.arrivals) != sorted(wl.arrivals):
             raise CourseError("arrivals: give the times in order (request i arrives at arrivals[i], with lengths[i])")
+    if not (isinstance(wl.successor_gap_s, (int, float)) and math.isfinite(wl.successor_gap_s)
+            and wl.successor_gap_s >= 0):
+        raise CourseError(f"successor_gap_s={wl.successor_gap_s!r}: give a finite number of seconds >= 0")
     if wl.concurrency is not None and (not isinstance(wl.concurrency, int) or wl.concurrency < 1):
         raise CourseError(f"concurrency={wl.concurrency!r}: give a whole number >= 1")
     if wl.request_rate is not None and not (isinstance(wl.request_rate, (int, float)) and
@@ -196,11 +206,13 @@ def simulate(engine: Engine, cfg: SchedulerConfig, wl: Workload) -> SimResult:
     else:
         ai = 0
     def replace(at: float) -> None:
-        """Closed loop: a finished request's client sends the next one (warm start: uncounted fillers once
-        the counted requests are all sent, so the load stays at C until the last counted one finishes)."""
+        """Closed loop: a finished request's client sends the next one, which reaches the engine
+        ``successor_gap_s`` later (warm start: uncounted fillers once the counted requests are all sent, so the
+        load stays at C until the last counted one finishes)."""
         nonlocal fillers
         if wl.concurrency is None:
             return
+        at += wl.successor_gap_s
         if issued < wl.num_requests:
             spawn(at)
         elif warm:
@@ -264,6 +276,8 @@ def simulate(engine: Engine, cfg: SchedulerConfig, wl: Workload) -> SimResult:
         while (not preempted_now and waiting and budget > 0
                and len(decoding) + len(prefilling) + admitted < cfg.max_num_seqs):
             r = waiting[0]
+            if r.arrival > now:        # not at the engine yet (a closed loop's successor): a later step's
+                break
             left = r.prompt + r.recompute
             n = min(left, budget) if cfg.enable_chunked_prefill else (left if left <= budget else 0)
             if n == 0 or blocks_of(used_tokens + n, n_admitted_dec + admitted + 1) > cap_blocks:
@@ -276,6 +290,9 @@ def simulate(engine: Engine, cfg: SchedulerConfig, wl: Workload) -> SimResult:
         if n_dec == 0 and not chunks:
             if open_loop and ai < len(arrivals):   # nothing fits now; wait for work
                 now = max(now, arrivals[ai])
+                continue
+            if waiting and waiting[0].arrival > now:    # the engine idles until the next request reaches it
+                now = waiting[0].arrival
                 continue
             raise CourseError("the scheduler cannot place any request (KV cache too small for one prompt)")
         p_tokens = sum(n for _, n in chunks)

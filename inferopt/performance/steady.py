@@ -7,7 +7,10 @@ cache (each request holds up to prompt + output tokens); each request's prompt i
 output steps (chunked prefill: B x prompt / output tokens of prefill per step; with fewer than one arrival
 per step, a cycle of the steps one prompt takes and output_tokens / B - those of decode only); a step takes the
 per-kernel roofline's time or the front-end's, whichever is longer; TTFT is the steps its own prompt
-needs within the token budget plus the wait for a slot (Little's law on the queue). The simulator
+needs within the token budget, plus the step in flight when it reaches the engine (with others running, it
+arrives one pass through the API server after its predecessor's last step, during the next one, and vLLM's
+engine core takes new requests only between steps: see :mod:`inferopt.performance.scheduler`), plus the wait
+for a slot (Little's law on the queue). The simulator
 stays the reference (tests/test_performance_steady.py keeps the two within a stated tolerance).
 """
 from __future__ import annotations
@@ -88,7 +91,9 @@ def steady_state(engine: Engine, cfg: SchedulerConfig, input_tokens: int, output
     tpot = max(t_eng, t_fe)
     chunks = math.ceil(new / room)
     own = engine.step(B - 1, ctx, min(new, room), hit, 1).time_s * engine.pp
-    ttft = chunks * max(own, t_fe) + engine.profile.frontend_per_request_ms * 1e-3
+    gap = engine.profile.frontend_per_request_ms * 1e-3
+    in_flight = max(0.0, tpot - gap) if B > 1 else 0.0     # the others' step it arrives during
+    ttft = chunks * max(own, t_fe) + gap + in_flight
     e2e = ttft + (output_tokens - 1) * tpot
     x = B / e2e
     queue = concurrency - B

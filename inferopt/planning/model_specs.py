@@ -196,14 +196,15 @@ def _count_params(s: ModelSpec) -> ParamCounts:
     else:
         q_out, kv_out = s.num_attention_heads * s.head_dim, s.num_kv_heads * s.head_dim
         biases = L * ((q_out + 2 * kv_out) * s.qkv_bias + h * s.o_bias)
-        extra_norms = L * 2 * s.head_dim if s.model_type in ("qwen3", "qwen3_moe") else 0   # q_norm, k_norm
+        qk_norm = s.model_type in ("qwen3", "qwen3_moe") or GEMMA.get(s.model_type, {}).get("qk_norm", False)
+        extra_norms = L * 2 * s.head_dim if qk_norm else 0   # q_norm, k_norm
     mlp = router = unused = 0
     for i in range(L):
         mlp += sum(n for _, n in _mlp_modules(s, i))
         if s.is_moe_layer(i):
             router += h * s.num_experts + (h if s.shared_expert_intermediate_size else 0)
             unused += (s.num_experts - s.experts_per_token) * 3 * h * s.moe_intermediate_size
-    norms = L * 2 * h + h + extra_norms
+    norms = L * GEMMA.get(s.model_type, {}).get("norms_per_layer", 2) * h + h + extra_norms
     emb = s.vocab_size * h
     head = 0 if s.tie_word_embeddings else s.vocab_size * h
     linear = attn + mlp
@@ -251,7 +252,24 @@ def _load_cached(name: str, path: str, _mtime: int) -> ModelSpec:
 # refused with one line (a hybrid Mamba/linear-attention model, an encoder-decoder, a sparse-attention
 # MLA variant ... would be sized wrong without a word).
 MODELLED_MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
-                        "deepseek_v2", "deepseek_v3", "phi3", "granite")
+                        "deepseek_v2", "deepseek_v3", "phi3", "granite", "gemma2", "gemma3_text")
+# Gemma 2 / 3 (text): what their config.json leaves to the config class's defaults (transformers' Gemma2Config and
+# Gemma3TextConfig, checked against them in tests/test_memory_architectures.py): tied embeddings, and which layers
+# slide (Gemma 2: every other one from the first; Gemma 3: all but every sliding_window_pattern-th, default 6).
+# Their weights differ from Llama's in two places: four RMSNorms per layer (input, post-attention, pre- and
+# post-feed-forward; vllm/model_executor/models/gemma2.py Gemma2DecoderLayer) and, in Gemma 3, a q_norm and a k_norm
+# of head_dim each (gemma3.py Gemma3Attention). Logit soft-capping and the embedding scale hold no weights.
+GEMMA = {"gemma2": {"tie_word_embeddings": True, "norms_per_layer": 4, "qk_norm": False},
+         "gemma3_text": {"tie_word_embeddings": True, "norms_per_layer": 4, "qk_norm": True}}
+
+
+def _gemma_layer_types(cfg: dict) -> list:
+    """The layer_types a Gemma 2 / 3 config class derives when config.json gives none."""
+    n = int(cfg["num_hidden_layers"])
+    if cfg.get("model_type") == "gemma2":
+        return ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
+    k = int(cfg.get("sliding_window_pattern") or 6)
+    return ["sliding_attention" if (i + 1) % k else "full_attention" for i in range(n)]
 # quant_method -> weight format of its quantized linear layers (None: read num_bits from the config)
 QUANT_METHODS = {"fp8": "fp8", "fbgemm_fp8": "fp8", "gptq": None, "awq": None, "compressed-tensors": None}
 
@@ -349,6 +367,10 @@ def spec_from_config(cfg: dict, name: str = "model", source: str = "<dict>") -> 
     if cfg.get("mlp_only_layers"):
         raise CourseError(f"{source}: mlp_only_layers (dense layers between MoE ones) is not modelled; "
                           f"this calculator handles leading dense layers (first_k_dense_replace) only.")
+    if model_type in GEMMA:
+        cfg = {**{k: v for k, v in GEMMA[model_type].items() if k == "tie_word_embeddings"}, **cfg}
+        if not cfg.get("layer_types") and cfg.get("sliding_window"):
+            cfg = {**cfg, "layer_types": _gemma_layer_types(cfg)}
     window, window_layers = _sliding(cfg)
     q = cfg.get("quantization_config")
     qm, qi, qf = "", (), ""
