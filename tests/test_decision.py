@@ -262,16 +262,17 @@ def test_3_2_spec_at_high_concurrency():
     assert ids(conflicts_for(["speculative_decoding"])) == []  # concurrency unknown: no claim
 
 
-def test_3_3_int4_without_marlin_beyond_batch_2():
-    # Without Marlin the INT4 gain holds at batch 1-2 and is lost above (Marlin paper, chapter 03's erratum): the
-    # pitfall fires where the kernel is named as another one. vLLM 0.32 runs Marlin from compute capability 7.5
+def test_3_3_int4_without_marlin_at_any_batch():
+    # Without Marlin the INT4 gain is lost at medium and large batches, and at batch 1-2 it depends on the kernel
+    # (vllm#2268: vLLM's own non-Marlin AWQ kernel lost at 1, 2, 4 and 8; review finding 4): the pitfall fires at
+    # any concurrency where the kernel is named as another one. vLLM 0.32 runs Marlin from compute capability 7.5
     # (marlin_utils.py) and AWQ/GPTQ load only there: on a V100 INT4 does not load at all, so the batch-size pitfall
     # makes no claim (the hardware table refuses the method); a T4 and an A100 have Marlin.
     other = {"int4_kernel": "other"}
     assert ids(conflicts_for(["int4_awq_marlin"], {**other, "concurrency": 64})) == ["int4_no_marlin_large_batch"]
     assert ids(conflicts_for(["int4_awq_marlin"], {**other, "concurrency": 3})) == ["int4_no_marlin_large_batch"]
-    assert ids(conflicts_for(["int4_awq_marlin"], {**other, "concurrency": 2})) == []
-    assert ids(conflicts_for(["int4_awq_marlin"], {**other, "concurrency": 1})) == []
+    assert ids(conflicts_for(["int4_awq_marlin"], {**other, "concurrency": 2})) == ["int4_no_marlin_large_batch"]
+    assert ids(conflicts_for(["int4_awq_marlin"], {**other, "concurrency": 1})) == ["int4_no_marlin_large_batch"]
     assert ids(conflicts_for(["int4_awq_marlin"], {"gpu_type": "V100", "concurrency": 64})) == []
     assert not hardware.supports(hardware.capability("V100"), "int4_marlin")
     assert ids(conflicts_for(["int4_awq_marlin"], {"gpu_type": "T4", "concurrency": 64})) == []

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from inferopt.diagnosis import knowledge
+from inferopt import assets
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,7 +54,7 @@ def test_a_quantization_note_follows_vllms_method_map():
             note = knowledge.load("techniques")["techniques"][[x.id for x in knowledge.techniques()].index(t.id)]
             assert not quantization_note_problems(note["vllm"]["note"], method), (t.id, method)
             checked += 1
-    assert checked >= 2
+    assert checked >= 1      # FP8; INT4 and W8A8 are checkpoints now (a quantized model, not a flag)
     old = "Needs an AWQ checkpoint; awq_marlin runs it with the Marlin kernels (plain awq does not)."
     found = quantization_note_problems(old, "awq_marlin")
     assert found[0].startswith("names no config class") and any(x.startswith("says awq behaves") for x in found)
@@ -95,9 +96,28 @@ def test_no_pitfall_says_vllm_forks_or_copies_kv_pages():
 
     assert "num_lookahead_tokens" in inspect.signature(KVCacheManager.allocate_slots).parameters
     texts = [p["why"] + " " + p["advice"] for p in knowledge.load("pitfalls")["pitfalls"]]
+    texts += [o["label"] for sec in assets.load("learning_path.yaml")["self_check"]
+              for o in sec.get("options", []) if isinstance(o, dict) and "label" in o]    # the self-check's options
     fork = re.compile(r"must fork|fork/copy|fork or copy pages")
     assert not any(fork.search(t) for t in texts)
     assert fork.search("so the KV page manager must fork/copy and roll back pages")
+
+
+def test_the_int4_pitfall_fires_at_any_batch_and_says_why():
+    """Finding 4: a non-Marlin INT4 kernel may lose at every batch (vllm#2268: slower than FP16 at 1, 2, 4 and 8),
+    so the rule makes no batch 1-2 exception and its text does not claim one, nor that the original says the
+    opposite (chapter 03: the original's conclusion holds, for a wider reason)."""
+    from inferopt.diagnosis.decision import conflicts_for
+
+    assert assets.load("decision_tree.yaml")["thresholds"]["int4_plain_batch_max"] == 0
+    other = {"int4_kernel": "other"}
+    for batch in (1, 2, 64):
+        assert [c["id"] for c in conflicts_for(["int4_awq_marlin"], {**other, "concurrency": batch})] == \
+            ["int4_no_marlin_large_batch"], batch
+    pit = next(p for p in knowledge.load("pitfalls")["pitfalls"] if p["id"] == "int4_no_marlin_large_batch")
+    old = re.compile(r"only at batch 1-2|says the opposite|beyond batch 1-2")
+    assert not old.search(pit["why"] + pit["title"]) and "2268" in pit["why"]
+    assert old.search("Earlier INT4 kernels reach their ~4x decode speed-up only at batch 1-2")
 
 
 def disable_note_problems(technique: dict) -> list[str]:
