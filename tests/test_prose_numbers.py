@@ -249,7 +249,29 @@ def unbacked(stem: str, nb: dict, printed_of=_printed_of, used: set | None = Non
                             used.add(id(c))
                         continue
                     bad.append(f"{stem} cell {i}: {written} {unit} typed in an f-string: {lit.strip()[:80]!r}")
+            inputs = code_numbers(_src(cell))
+            for comment in code_comments(_src(cell)):
+                for written, unit, _pos in tokens(prose(comment)):
+                    if not unit or _is_count(written, unit) or _restates(written, inputs) or _same(written, unit, own):
+                        continue
+                    c = _stated(written, unit, stem)
+                    if c is not None:
+                        if used is not None:
+                            used.add(id(c))
+                        continue
+                    bad.append(f"{stem} cell {i}: {written} {unit} typed in a code comment: {comment.strip()[:80]!r}")
     return bad
+
+
+def code_comments(code: str) -> list[str]:
+    """The comments of a code cell (review finding 27: a measured figure typed into a comment goes stale unseen);
+    nbval markers and ``noqa`` are not comments a learner reads."""
+    out = []
+    for line in code.splitlines():
+        m = re.search(r"(?:^|\s)#\s?(.*)$", line)
+        if m and not re.match(r"(NBVAL_|noqa|type:)", m.group(1)):
+            out.append(m.group(1))
+    return out
 
 
 def _id(p: Path) -> str:
@@ -350,3 +372,16 @@ def test_what_passes_and_what_fails():
     assert len(unbacked("x", _nb("**A1. The original says:** 62.5 GB. **What is true:** 62.5 GB.", out))) == 1
     # an exercise answer is prose too
     assert len(unbacked("x", _nb("<details><summary>Answer</summary>About 745 requests.</details>", out))) == 1
+
+
+def test_a_measured_figure_typed_into_a_code_comment_is_rejected():
+    """Review finding 27: chapter 06's comment said "hits were 1.38x, 1.50x and 1.50x the floor", a figure no cell
+    printed. A comment's number with a unit must be printed by the notebook, written in the cell's code, or stated."""
+    stale = _nb("", "hit rate 0.9", "floor = 2  # hits were 1.38x, 1.50x and 1.50x the floor")
+    assert any("typed in a code comment" in b and "1.38" in b for b in unbacked("06-x", stale))
+    printed_too = _nb("", "hits: 1.38x, 1.50x the floor", "floor = 2  # hits were 1.38x, 1.50x the floor")
+    assert unbacked("06-x", printed_too) == []
+    the_code = _nb("", "", "watch = Sampler(read, interval_s=0.5)  # read every 0.5 s")
+    assert unbacked("06-x", the_code) == []
+    marker = _nb("", "", "# NBVAL_IGNORE_OUTPUT\nx = 1")
+    assert unbacked("06-x", marker) == []
