@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from inferopt.diagnosis import knowledge
 from inferopt import assets
+from inferopt.diagnosis import knowledge
 
 ROOT = Path(__file__).resolve().parents[1]
 
