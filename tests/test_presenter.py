@@ -83,23 +83,30 @@ def test_an_answer_key_older_than_its_solution_is_rejected(tmp_path, monkeypatch
 
 
 # ---------------------------------------------------------------- talking points
+def _blocks(page: str, plans: dict, head):
+    """(plan name, row, block text) of every teaching block of ``plans`` on a talking-points ``page``, each block
+    found by its heading (``head(start, end, what, minutes)``, as the edition writes it); breaks and slack left out."""
+    for name, plan in plans.items():
+        for row in plan["rows"]:
+            start, minutes, items, what = row[:4]
+            heading = head(pacing.hm(start), pacing.hm(start + minutes), what, minutes)
+            assert heading in page, heading
+            if items not in (["break"], ["slack"]):
+                yield name, row, page.split(heading, 1)[1].split("\n### ", 1)[0]
+
+
 def test_every_block_of_every_plan_has_talking_points():
     text = pacing.INSTRUCTORS.read_text()
     points = presenter.talking_points(text)
     plans = pacing.parse_plans(text)
     assert plans
-    for name, plan in plans.items():
-        assert f"## Plan: {name} " in points
-        for start, minutes, items, what, _fallback, who in plan["rows"]:
-            head = f"### {pacing.hm(start)}–{pacing.hm(start + minutes)} · {what} ({minutes} min"
-            assert head in points, head
-            if items in (["break"], ["slack"]):
-                continue
-            block = points.split(head, 1)[1].split("\n### ", 1)[0]
-            assert f", {who})" in block.split("\n", 1)[0]
-            for item in items:
-                p = presenter.notebook_points(pacing.notebook_path(item))
-                assert p.objectives and all(f"- {o}" in block for o in p.objectives), (name, what, item)
+    assert all(f"## Plan: {name} " in points for name in plans)
+    for name, (_s, _m, items, what, _fallback, who), block in _blocks(
+            points, plans, lambda a, b, what, m: f"### {a}–{b} · {what} ({m} min"):
+        assert f", {who})" in block.split("\n", 1)[0]
+        for item in items:
+            p = presenter.notebook_points(pacing.notebook_path(item))
+            assert p.objectives and all(f"- {o}" in block for o in p.objectives), (name, what, item)
 
 
 def test_a_block_without_talking_points_is_rejected(tmp_path, monkeypatch):
@@ -132,21 +139,16 @@ def test_the_chinese_talking_points_hold_every_block_and_no_english_point():
     assert _english_points(page) == [], _english_points(page)
     english = presenter.talking_points()
     plans = pacing.parse_plans(zh_doc)
-    for name, plan in plans.items():
-        for start, minutes, items, what, fallback, who in plan["rows"]:
-            head = f"### {pacing.hm(start)}–{pacing.hm(start + minutes)} · {what}（{minutes} 分钟"
-            assert head in page, head
-            if items in (["break"], ["slack"]):
-                continue
-            block = page.split(head, 1)[1].split("\n### ", 1)[0]
-            assert f"，{who}）" in block.split("\n", 1)[0] and f"- 核数不够时：{fallback}" in block
-            for item in items:
-                p = presenter.notebook_points(pacing.notebook_path(item))
-                zh, lacking = presenter._zh_points(pacing.notebook_path(item), p)
-                assert lacking == [] and len(zh.objectives) == len(p.objectives) > 0
-                assert all(f"- {o}" in block for o in zh.objectives), (name, item)
-                assert all(f"- {o}" not in page for o in p.objectives), "an English objective in the zh page"
-                assert all(s in block for s in zh.sections) and all(t in block for t in zh.try_its)
+    for name, (_s, _m, items, _what, fallback, who), block in _blocks(
+            page, plans, lambda a, b, what, m: f"### {a}–{b} · {what}（{m} 分钟"):
+        assert f"，{who}）" in block.split("\n", 1)[0] and f"- 核数不够时：{fallback}" in block
+        for item in items:
+            p = presenter.notebook_points(pacing.notebook_path(item))
+            zh, lacking = presenter._zh_points(pacing.notebook_path(item), p)
+            assert lacking == [] and len(zh.objectives) == len(p.objectives) > 0
+            assert all(f"- {o}" in block for o in zh.objectives), (name, item)
+            assert all(f"- {o}" not in page for o in p.objectives), "an English objective in the zh page"
+            assert all(s in block for s in zh.sections) and all(t in block for t in zh.try_its)
     # the wrong case for the page check: the English page is full of English points
     assert len(_english_points(english)) > 20
 

@@ -239,28 +239,29 @@ def unbacked(stem: str, nb: dict, printed_of=_printed_of, used: set | None = Non
                 ctx = re.sub(r"\s+", " ", text[max(0, pos - 60):pos + 40])
                 bad.append(f"{stem} cell {i}: {written} {unit}".rstrip() + f" in: ...{ctx}...")
         elif cell["cell_type"] == "code":
-            for lit in fstring_literals(_src(cell)):
-                for written, unit, _pos in tokens(prose(lit)):
-                    if not unit or _is_count(written, unit):
-                        continue
-                    c = _stated(written, unit, stem)
-                    if c is not None:
-                        if used is not None:
-                            used.add(id(c))
-                        continue
-                    bad.append(f"{stem} cell {i}: {written} {unit} typed in an f-string: {lit.strip()[:80]!r}")
-            inputs = code_numbers(_src(cell))
-            for comment in code_comments(_src(cell)):
-                for written, unit, _pos in tokens(prose(comment)):
-                    if not unit or _is_count(written, unit) or _restates(written, inputs) or _same(written, unit, own):
-                        continue
-                    c = _stated(written, unit, stem)
-                    if c is not None:
-                        if used is not None:
-                            used.add(id(c))
-                        continue
-                    bad.append(f"{stem} cell {i}: {written} {unit} typed in a code comment: {comment.strip()[:80]!r}")
+            code = _src(cell)
+            inputs = code_numbers(code)
+            backed = lambda w, u, inputs=inputs: _restates(w, inputs) or _same(w, u, own)   # noqa: E731
+            bad += [f"{stem} cell {i}: {w} {u} typed in an f-string: {lit.strip()[:80]!r}"
+                    for lit in fstring_literals(code) for w, u in _typed(lit, stem, used)]
+            bad += [f"{stem} cell {i}: {w} {u} typed in a code comment: {comment.strip()[:80]!r}"
+                    for comment in code_comments(code) for w, u in _typed(comment, stem, used, also=backed)]
     return bad
+
+
+def _typed(text: str, stem: str, used: set | None, also=lambda written, unit: False) -> list[tuple[str, str]]:
+    """(number, unit) of each number with a unit in ``text`` (typed in code) that is neither a count, a stated
+    constant (recorded in ``used``) nor backed by ``also``."""
+    out = []
+    for written, unit, _pos in tokens(prose(text)):
+        if not unit or _is_count(written, unit) or also(written, unit):
+            continue
+        c = _stated(written, unit, stem)
+        if c is None:
+            out.append((written, unit))
+        elif used is not None:
+            used.add(id(c))
+    return out
 
 
 def code_comments(code: str) -> list[str]:
