@@ -202,11 +202,12 @@ def ids(c):
     return [x["id"] for x in c]
 
 
-def test_int4_without_marlin_beyond_batch_2_is_expressible_and_names_the_fix():
+def test_int4_without_marlin_at_any_batch_is_expressible_and_names_the_fix():
     c = conflicts_for(["int4_awq_marlin"], {"int4_kernel": "other", "concurrency": 16})
     assert ids(c) == ["int4_no_marlin_large_batch"] and c[0]["avoid_flags"] == ["--quantization", "awq_marlin"]
     assert ids(conflicts_for(["int4_awq_marlin"], {"int4_kernel": "marlin", "concurrency": 16})) == []
-    assert ids(conflicts_for(["int4_awq_marlin"], {"int4_kernel": "other", "concurrency": 1})) == []
+    # at one request in flight too: a non-Marlin kernel may lose there (vllm#2268; review finding 4)
+    assert ids(conflicts_for(["int4_awq_marlin"], {"int4_kernel": "other", "concurrency": 1})) == ["int4_no_marlin_large_batch"]
     # without the kernel named, the GPU decides: a T4 (Turing, 7.5) has Marlin; on a V100 (Volta) AWQ does not load at
     # all (vLLM 0.32's minimum capability 7.5), so the batch-size pitfall makes no claim there
     assert ids(conflicts_for(["int4_awq_marlin"], {"gpu_type": "V100", "concurrency": 16})) == []

@@ -186,6 +186,28 @@ def room_policy_check(server) -> None:
                       "or ask the instructor for this experiment")
 
 
+
+def environ_snapshot() -> dict:
+    """A copy of ``os.environ`` that another thread's change cannot break: copying iterates the mapping, and a key
+    removed meanwhile (pytest sets and unsets ``PYTEST_CURRENT_TEST`` around every test while a test session's
+    engine starts in a thread) raises KeyError or RuntimeError mid-copy; the copy is then taken again."""
+    for _ in range(100):
+        try:
+            return dict(os.environ)
+        except (KeyError, RuntimeError):
+            time.sleep(0.001)
+    return dict(os.environ)
+
+
+def _loopback_http():
+    """A requests session for the engine's own loopback address: no proxy from the environment (an ``HTTP_PROXY``
+    would send 127.0.0.1 to the proxy unless ``NO_PROXY`` lists it), and so no walk over ``os.environ`` per call."""
+    import requests
+
+    session = requests.Session()
+    session.trust_env = False
+    return session
+
 class VLLMServer(ManagedProcess):
     """A vLLM OpenAI-compatible server started as a subprocess and stopped reliably.
 
@@ -432,7 +454,7 @@ class VLLMServer(ManagedProcess):
         else:
             self.port = free_port(self.host)
         self.log_path = servers_dir() / f"{self.served_name}-{self.port}.log"
-        env = dict(os.environ)
+        env = environ_snapshot()
         env.pop("VLLM_CPU_KVCACHE_SPACE", None)  # the explicit --kv-cache-memory-bytes rules
         env.setdefault("VLLM_LOGGING_LEVEL", "INFO")
         env.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -500,7 +522,9 @@ class VLLMServer(ManagedProcess):
                 raise CourseError(f"the vLLM server exited during start-up (exit code {code}). {hint}"
                                   f"Last lines of {self.log_path}:\n{tail}")
             try:
-                if requests.get(self.base_url + "/health", timeout=2).status_code == 200:
+                with _loopback_http() as http:
+                    healthy = http.get(self.base_url + "/health", timeout=2).status_code == 200
+                if healthy:
                     if not self.quiet:
                         print(f"\rengine ready after {waited:.0f} s at {self.base_url}" + " " * 10, flush=True)
                     return
