@@ -28,9 +28,7 @@ import pytest
 
 from inferopt.i18n import build, outputs
 
-ZH = [build.zh_target(nb) for nb in build.sources()]
-# the worked solutions in Chinese: a self-study learner reads their outputs too
-ZH += [t for t in map(build.zh_solution_target, build.sources()) if t is not None]
+ZH = build.zh_pages()          # the worked solutions in Chinese too: a self-study learner reads their outputs
 
 
 @pytest.fixture

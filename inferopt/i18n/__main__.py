@@ -97,8 +97,7 @@ def main(argv=None) -> int:
         if a.cmd == "outputs-count":
             from inferopt.i18n import outputs
 
-            paths = a.notebooks or ([b.zh_target(nb) for nb in b.sources()]
-                                    + [t for t in map(b.zh_solution_target, b.sources()) if t is not None])
+            paths = a.notebooks or b.zh_pages()
             counts = outputs.count(paths)
             for p, c in counts.items():
                 shown = Path(p).resolve()

@@ -83,6 +83,11 @@ def zh_solution_target(nb: Path) -> Path | None:
     return ZH_ROOT / "solutions" / Path(nb).with_suffix(".ipynb").name if english_home(nb) == "labs" else None
 
 
+def zh_pages() -> list[Path]:
+    """Every built zh page a learner reads: each source's zh notebook, then the worked solutions in Chinese."""
+    return [zh_target(nb) for nb in sources()] + [t for t in map(zh_solution_target, sources()) if t is not None]
+
+
 def _load(nb: Path) -> dict:
     return json.loads(Path(nb).read_text(encoding="utf-8"))
 
